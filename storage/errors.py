@@ -1,0 +1,255 @@
+"""The error tree of the storage core.
+
+Every error the public API raises is a subclass of :class:`DLError`. Each class carries
+``code`` (Apache DistributedLog's ``StatusCode`` where one exists, else ``None``) and
+``retriable`` (whether the same call may succeed if tried again later).
+
+Backend exceptions (sqlite3, kazoo, ``OSError``) are translated at the adapter boundary and
+never escape unwrapped; the original is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class DLError(Exception):
+    """Root of every error raised by ``storage`` and ``dl_spark``."""
+
+    code: int | None = None
+    retriable: bool = False
+
+    def __init__(self, message: str = "", *, retriable: bool | None = None) -> None:
+        super().__init__(message)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+# --- names, logs ------------------------------------------------------------------------
+class InvalidStreamNameError(DLError):
+    """A log name breaks DistributedLog's naming rules."""
+
+    code = 602
+
+
+class LogNotFoundError(DLError):
+    """The log does not exist."""
+
+    code = 510
+
+
+class LogExistsError(DLError):
+    """The log already exists."""
+
+    code = 522
+
+
+class LogEmptyError(DLError):
+    """The log has no user records (or no segments)."""
+
+    code = 509
+
+
+class InvalidArgumentError(DLError):
+    """A bad argument: a malformed DLSN, a negative count, a wrong type."""
+
+    code = None
+
+
+class InvalidConfigError(InvalidArgumentError):
+    """An unknown configuration key or a value of the wrong type or range."""
+
+
+# --- ownership --------------------------------------------------------------------------
+class LockingError(DLError):
+    """The write lock could not be taken or was lost."""
+
+    code = 504
+
+
+class OwnershipAcquireFailedError(LockingError):
+    """Another writer owns the log; raised after ``lockTimeoutSeconds``."""
+
+    code = 302
+    retriable = True
+
+    def __init__(self, message: str = "", *, current_owner: str | None = None) -> None:
+        super().__init__(message)
+        self.current_owner = current_owner
+
+
+class WriterFencedError(LockingError):
+    """The writer's segment was fenced by a newer owner: nothing more can be acknowledged."""
+
+    code = 507
+
+
+# --- writes -----------------------------------------------------------------------------
+class WriteError(DLError):
+    """The writer is in an error state (closed, failed segment)."""
+
+    code = 514
+
+
+class WriteCancelledError(WriteError):
+    """A buffered write was cancelled because the writer aborted or failed."""
+
+    code = 516
+
+
+class TransmitError(WriteError):
+    """Appending an entry to the segment store failed."""
+
+    code = 507
+
+
+class StreamNotReadyError(DLError):
+    """The stream is not ready for writes (e.g. a roll is in progress)."""
+
+    code = 518
+    retriable = True
+
+
+class OverCapacityError(DLError):
+    """The outstanding write limit was exceeded."""
+
+    code = 517
+    retriable = True
+
+
+class TransactionIdOutOfOrderError(DLError):
+    """A transaction id is negative, ``MAX_TXID``, or below the log's ``maxtxid``."""
+
+    code = 513
+
+    def __init__(self, message: str = "", *, txid: int | None = None, last_txid: int | None = None) -> None:
+        super().__init__(message)
+        self.txid = txid
+        self.last_txid = last_txid
+
+
+class EndOfStreamError(DLError):
+    """The log was sealed with an end-of-stream marker (reads past it, or writes after it)."""
+
+    code = 512
+
+
+class LogRecordTooLongError(DLError):
+    """A record exceeds ``MAX_LOGRECORD_SIZE`` (1,040,384 bytes persistent size)."""
+
+    code = 413
+
+
+# --- reads ------------------------------------------------------------------------------
+class AlreadyTruncatedTransactionError(DLError):
+    """The requested position lies in truncated data."""
+
+    code = 511
+
+
+class CorruptedEntryError(DLError):
+    """An entry failed its checksum or could not be decoded; never returned as data."""
+
+    code = 523
+
+
+class InvalidEnvelopedEntryError(CorruptedEntryError):
+    """The 13-byte envelope of an entry is malformed."""
+
+    code = 520
+
+
+class ReadCancelledError(DLError):
+    """The reader was closed while a read was pending, or read after close."""
+
+    code = 1002
+
+
+class LogReadError(DLError):
+    """A read failed for a reason other than corruption or truncation."""
+
+    code = 1001
+
+
+class IdleReaderError(DLError):
+    """The reader saw no progress for ``readerIdleErrorThresholdMillis``."""
+
+    code = None
+
+
+# --- metadata, segments, state ----------------------------------------------------------
+class MetadataError(DLError):
+    """The metadata store failed or holds something unexpected."""
+
+    code = 600
+
+
+class MetadataConnectionError(MetadataError):
+    """The metadata store is unreachable right now (connection loss)."""
+
+    retriable = True
+
+
+class MetadataVersionError(MetadataError):
+    """A compare-and-set failed: the node changed since it was read (BADVERSION)."""
+
+    retriable = True
+
+
+class NodeExistsError(MetadataError):
+    """A node to be created already exists (NODEEXISTS)."""
+
+
+class NoNodeError(MetadataError):
+    """A node does not exist (NONODE)."""
+
+
+class UnsupportedMetadataVersionError(MetadataError):
+    """Segment metadata of a version this library cannot read."""
+
+    code = 521
+
+
+class LogSegmentNotFoundError(DLError):
+    """A log segment (or its ledger) is gone."""
+
+    code = 525
+
+
+class LogSegmentIsTruncatedError(DLError):
+    """The log segment was truncated."""
+
+    code = 527
+
+
+class SegmentStoreError(DLError):
+    """The segment store failed (I/O error, missing ledger)."""
+
+    code = 507
+
+
+class LedgerNotFoundError(SegmentStoreError):
+    """The ledger does not exist in the segment store."""
+
+
+class IllegalStateError(DLError):
+    """An operation on a handle in the wrong state (closed, or metadata out of sequence)."""
+
+    code = 603
+
+
+class AlreadyClosedError(IllegalStateError):
+    """The handle (namespace, log manager, writer, reader) was closed."""
+
+
+class UnexpectedError(DLError):
+    """An internal invariant failed."""
+
+    code = 600
+
+
+class DLInterruptedError(DLError):
+    """A blocking call was interrupted."""
+
+    code = 601
+
+
+__all__ = [name for name, obj in dict(globals()).items() if isinstance(obj, type) and issubclass(obj, DLError)]

@@ -1,0 +1,1 @@
+"""Metadata stores: a versioned tree of nodes (embedded SQLite or ZooKeeper)."""

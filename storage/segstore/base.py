@@ -1,0 +1,189 @@
+"""The segment store interface: ledgers of entries, as BookKeeper offers them to DistributedLog.
+
+A *ledger* holds the data of one log segment: an append-only sequence of opaque entries with
+ids 0, 1, 2, ... Exactly one :class:`LedgerWriter` appends to a ledger. Readers see entries up
+to the *last add confirmed* (LAC): the writer piggy-backs, on every entry it appends, the id of
+the last entry that was durable and acknowledged before it (BookKeeper's rule), so an entry
+becomes visible only when a later entry is appended or the ledger is closed or fenced.
+
+Contract of every implementation (the local-files one now, a replicated one later):
+
+* ``append`` resolves only once the entry is durable (fsync or a write quorum).
+* Every entry carries a checksum verified on every read: a damaged entry raises
+  :class:`~storage.errors.CorruptedEntryError`, never wrong data.
+* ``fence`` (BookKeeper's "open with recovery") is linearizable with appends across
+  processes: once it returns, no append of the old writer can succeed, and every append that
+  was acknowledged before is readable (``fence`` returns the last entry id, which is >= the id
+  of every acknowledged entry).
+* Readers never see entries beyond the LAC of an open ledger; after close/fence they see
+  everything up to the last entry id.
+
+Writers and readers only use this interface, so a replicated implementation (ensemble, write
+and ack quorums, fencing by quorum) can replace the local one without touching them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+#: LAC of a ledger that has no confirmed entry yet.
+NO_ENTRY = -1
+
+
+@dataclass(frozen=True)
+class LedgerInfo:
+    """What is known of a ledger without reading its entries.
+
+    ``last_entry_id`` is the id of the last entry for a closed or fenced ledger, else the LAC.
+    """
+
+    ledger_id: int
+    closed: bool
+    fenced: bool
+    last_entry_id: int
+    length_bytes: int
+
+
+class LedgerWriter(ABC):
+    """The single writer of one ledger."""
+
+    @property
+    @abstractmethod
+    def ledger_id(self) -> int:
+        """The ledger id (unique in the store, never reused)."""
+
+    @abstractmethod
+    def append_async(self, data: bytes) -> Future[int]:
+        """Queue ``data`` as the next entry; the future resolves to its entry id once durable.
+
+        Entry ids are assigned in call order. Appends are group-committed: one durability
+        barrier covers every entry queued meanwhile. Futures resolve in entry-id order.
+        The future fails with ``WriterFencedError`` if the ledger was fenced, or
+        ``SegmentStoreError`` on I/O failure; after a failure every later append fails too.
+
+        Raises:
+            AlreadyClosedError: the writer was closed.
+        """
+
+    def append(self, data: bytes) -> int:
+        """Append ``data`` and wait until it is durable; returns its entry id.
+
+        Raises:
+            WriterFencedError, SegmentStoreError, AlreadyClosedError.
+        """
+        return self.append_async(data).result()
+
+    @property
+    @abstractmethod
+    def last_add_confirmed(self) -> int:
+        """The id of the last entry acknowledged as durable, or ``NO_ENTRY``."""
+
+    @property
+    @abstractmethod
+    def bytes_written(self) -> int:
+        """Payload bytes appended so far (the size the rolling policy looks at)."""
+
+    @abstractmethod
+    def close(self) -> int:
+        """Wait for outstanding appends, seal the ledger, return its last entry id.
+
+        After close every entry is visible to readers and no append can succeed.
+
+        Raises:
+            WriterFencedError: the ledger was fenced before it could be sealed.
+            SegmentStoreError: I/O failure.
+        """
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Stop without sealing: pending appends fail with ``WriteCancelledError``."""
+
+
+class SegmentStore(ABC):
+    """A store of ledgers. Safe to use from several threads and several processes."""
+
+    @abstractmethod
+    def create_ledger(self) -> LedgerWriter:
+        """Create a new, empty ledger with a fresh id and return its writer.
+
+        Raises:
+            SegmentStoreError: I/O failure.
+        """
+
+    @abstractmethod
+    def fence(self, ledger_id: int) -> int:
+        """Fence the ledger (recovery open): returns its last entry id (``NO_ENTRY`` if empty).
+
+        Any torn entry at the tail (a writer killed mid-append) is discarded. Idempotent;
+        on a closed ledger it returns the closed last entry id.
+
+        Raises:
+            LedgerNotFoundError, SegmentStoreError.
+        """
+
+    @abstractmethod
+    def info(self, ledger_id: int) -> LedgerInfo:
+        """State and LAC (or last entry id) of a ledger.
+
+        Raises:
+            LedgerNotFoundError, SegmentStoreError.
+        """
+
+    def last_add_confirmed(self, ledger_id: int) -> int:
+        """The LAC of an open ledger, or the last entry id of a closed/fenced one.
+
+        Raises:
+            LedgerNotFoundError, SegmentStoreError.
+        """
+        return self.info(ledger_id).last_entry_id
+
+    @abstractmethod
+    def read_entries(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(entry_id, data)`` for ``first..last`` inclusive, in order.
+
+        ``last`` must not exceed the LAC (or the last entry id of a closed ledger).
+
+        Raises:
+            CorruptedEntryError: an entry failed its checksum (raised at that entry).
+            InvalidArgumentError: the range is beyond what readers may see.
+            LedgerNotFoundError, SegmentStoreError.
+        """
+
+    def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """Read one entry (see :meth:`read_entries`)."""
+        for _, data in self.read_entries(ledger_id, entry_id, entry_id):
+            return data
+        raise AssertionError("read_entries yielded nothing")  # pragma: no cover
+
+    @abstractmethod
+    def wait_for_lac(self, ledger_id: int, known_lac: int, timeout_s: float) -> int:
+        """Long-poll: return the LAC as soon as it exceeds ``known_lac``, or the current
+        value after ``timeout_s``. Returns at once if the ledger is closed or fenced.
+
+        Raises:
+            LedgerNotFoundError, SegmentStoreError.
+        """
+
+    @abstractmethod
+    def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger and its data. Deleting a missing ledger is not an error.
+
+        Raises:
+            SegmentStoreError: I/O failure.
+        """
+
+    @abstractmethod
+    def list_ledgers(self) -> list[int]:
+        """Ids of every ledger in the store (for sweeps and audits)."""
+
+    @abstractmethod
+    def watch(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(ledger_id)`` from a background thread whenever a ledger gains
+        entries or changes state (in any process). Returns a function that cancels the watch."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release resources (background threads, file handles)."""
