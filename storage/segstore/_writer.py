@@ -1,0 +1,245 @@
+"""The group-committing writer of one local ledger file (see :mod:`storage.segstore.local`)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+from array import array
+from concurrent.futures import Future, InvalidStateError
+
+from storage.errors import (
+    AlreadyClosedError,
+    DLError,
+    InvalidArgumentError,
+    SegmentStoreError,
+    WriteCancelledError,
+    WriterFencedError,
+)
+from storage.segstore import _ledgerfile as lf
+from storage.segstore.base import NO_ENTRY, LedgerWriter
+
+_OPEN, _CLOSING, _CLOSED, _ABORTED = "open", "closing", "closed", "aborted"
+
+
+class LocalLedgerWriter(LedgerWriter):
+    """Appends to one ledger file; a background thread group-commits queued entries.
+
+    The thread takes everything queued, encodes it as one buffer, and under ``flock(LOCK_EX)``
+    on the ledger file re-reads the header (fenced -> the batch fails with
+    :class:`WriterFencedError`), writes at the end of the frames and ``fdatasync``\\ s, then
+    resolves the futures in entry-id order. ``sync_count`` counts those barriers.
+    """
+
+    def __init__(self, ledger_id: int, fd: int, path: str) -> None:
+        self._ledger_id = ledger_id
+        self._fd = fd
+        self._path = path
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, bytes, Future[int]]] = []
+        self._state = _OPEN
+        self._error: DLError | None = None  # sticky: every later append fails like this
+        self._in_flight: list[Future[int]] = []  # futures of the batch being written
+        self._next_id = 0
+        self._lac = NO_ENTRY
+        self._bytes = 0
+        self._end = lf.HEADER_SIZE  # where the next frame goes
+        self._offsets = array("q")  # frame offsets of written entries, for the sealed index
+        self._close_result: int | DLError | None = None
+        self._thread: threading.Thread | None = None
+        #: Number of durability barriers (fdatasync calls) issued for appends so far.
+        self.sync_count = 0
+
+    # --- LedgerWriter ---------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> int:
+        return self._ledger_id
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._lac
+
+    @property
+    def bytes_written(self) -> int:
+        return self._bytes
+
+    def append_async(self, data: bytes) -> Future[int]:
+        """Queue ``data`` as the next entry (see :meth:`LedgerWriter.append_async`).
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
+        """
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"entry data must be bytes, not {type(data).__name__}")
+        payload = bytes(data)
+        if len(payload) > lf.MAX_ENTRY_SIZE:
+            raise InvalidArgumentError(f"entry of {len(payload)} bytes exceeds {lf.MAX_ENTRY_SIZE}")
+        fut: Future[int] = Future()
+        with self._cond:
+            if self._state != _OPEN:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+            if self._error is not None:
+                fut.set_exception(_copy_error(self._error))
+                return fut
+            self._queue.append((self._next_id, payload, fut))
+            self._next_id += 1
+            self._bytes += len(payload)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"ledger-{self._ledger_id}-writer", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+        return fut
+
+    def close(self) -> int:
+        """Wait for outstanding appends, seal the ledger as closed, return its last entry id.
+
+        A second call returns the same result.
+
+        Raises:
+            WriterFencedError: the ledger was fenced before it could be sealed.
+            SegmentStoreError: an append or the sealing failed with an I/O error.
+            AlreadyClosedError: the writer was aborted.
+        """
+        with self._cond:
+            if self._state == _ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._state == _OPEN:
+                self._state = _CLOSING
+                self._cond.notify_all()
+            while self._close_result is None and (self._queue or self._in_flight):
+                self._cond.wait()
+            if self._state == _ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._close_result is None:
+                self._close_result = self._seal()
+                self._state = _CLOSED
+            result = self._close_result
+        self._join()
+        if isinstance(result, DLError):
+            raise _copy_error(result)
+        return result
+
+    def abort(self) -> None:
+        """Stop without sealing: every pending append (queued, or in a batch being written)
+        fails with ``WriteCancelledError`` at once; an entry of a batch already being written
+        may still become durable. Waits for that batch to finish, then releases the file.
+        Idempotent; a no-op after close."""
+        with self._cond:
+            if self._state in (_CLOSED, _ABORTED):
+                return
+            self._state = _ABORTED
+            cancelled = [fut for _, _, fut in self._queue] + self._in_flight
+            self._queue = []
+            self._cond.notify_all()
+        for fut in cancelled:
+            _settle(fut, WriteCancelledError(f"writer of ledger {self._ledger_id} aborted"))
+        self._join()
+        with self._cond:
+            self._close_fd()
+
+    # --- internals ------------------------------------------------------------------------
+    def _join(self) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _close_fd(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and self._state == _OPEN:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                batch, self._queue = self._queue, []
+                self._in_flight = [fut for _, _, fut in batch]
+                lac = self._lac
+                error = self._error
+            if error is None:
+                try:
+                    self._write_batch(batch, lac)
+                except DLError as exc:
+                    error = exc
+                except Exception as exc:  # never leave futures hanging on a bug
+                    error = SegmentStoreError(f"ledger {self._ledger_id}: append failed: {exc!r}")
+                    error.__cause__ = exc
+            with self._cond:
+                if error is None:
+                    self._lac = batch[-1][0]
+                elif self._error is None:
+                    self._error = error
+                self._in_flight = []
+                self._cond.notify_all()
+            for entry_id, _, fut in batch:
+                _settle(fut, entry_id if error is None else _copy_error(error))
+
+    def _write_batch(self, batch: list[tuple[int, bytes, Future[int]]], lac: int) -> None:
+        buf, rel = lf.encode_frames([(eid, data) for eid, data, _ in batch], lac)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                self._check_open()
+                lf.pwrite_all(self._fd, buf, self._end)
+                os.fdatasync(self._fd)
+                self.sync_count += 1
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        except OSError as exc:
+            raise SegmentStoreError(f"ledger {self._ledger_id}: append failed: {exc}") from exc
+        self._offsets.extend(self._end + r for r in rel)
+        self._end += len(buf)
+
+    def _check_open(self) -> lf.Header:
+        header = lf.read_header(self._fd)
+        if header is None:
+            raise SegmentStoreError(f"ledger {self._ledger_id}: damaged header in {self._path}")
+        if header.sealed:
+            raise WriterFencedError(f"ledger {self._ledger_id} was fenced")
+        return header
+
+    def _seal(self) -> int | DLError:
+        """Seal as closed (called once, with ``_cond`` held and nothing in flight)."""
+        try:
+            if self._error is not None:
+                return self._error
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                try:
+                    header = self._check_open()
+                    last = self._next_id - 1
+                    closed = lf.Header(header.ledger_id, lf.STATE_CLOSED, last, self._end, self._end)
+                    lf.seal(self._fd, closed, self._offsets, self._end)
+                finally:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError as exc:
+                err = SegmentStoreError(f"ledger {self._ledger_id}: close failed: {exc}")
+                err.__cause__ = exc
+                return err
+            self._lac = last
+            return last
+        except DLError as exc:
+            return exc
+        finally:
+            self._close_fd()
+
+
+def _settle(fut: Future[int], outcome: int | BaseException) -> None:
+    """Resolve ``fut`` unless it was already failed (by ``abort``)."""
+    with contextlib.suppress(InvalidStateError):
+        if isinstance(outcome, BaseException):
+            fut.set_exception(outcome)
+        else:
+            fut.set_result(outcome)
+
+
+def _copy_error(err: DLError) -> DLError:
+    """A fresh exception like ``err`` (one instance per future keeps tracebacks apart)."""
+    fresh = type(err)(str(err))
+    fresh.__cause__ = err.__cause__
+    return fresh

@@ -1,0 +1,433 @@
+"""The local-files segment store: one append-only file per ledger, group-committed fsync.
+
+On-disk layout under ``root_dir`` (all integers big-endian, CRC32C = Castagnoli)::
+
+    <root>/ledger-ids                 the ledger id counter
+    <root>/ledgers/<id:020d>.ledger   one file per ledger
+    <root>/ledgers/.tmp-<id>-<pid>    a ledger being created (renamed into place when ready)
+
+``ledger-ids`` (16 bytes, rewritten in place under ``flock(LOCK_EX)`` on itself, fsynced
+before an id is handed out, so ids are strictly increasing, unique across processes and never
+reused, even after a crash or a deletion):
+
+==========  ====  =============================================================
+offset      size  field
+==========  ====  =============================================================
+0           4     magic ``b"DLID"``
+4           8     next ledger id to hand out (u64; the first id is 1)
+12          4     CRC32C of bytes 0..11
+==========  ====  =============================================================
+
+A ledger file is a 64-byte header, then frames, then (once sealed) an offset index.
+
+Header (rewritten in place only when the ledger is sealed, under the ledger's flock):
+
+==========  ====  =============================================================
+0           4     magic ``b"DLLG"``
+4           2     format version (u16) = 1
+6           1     state (u8): 0 = open, 1 = closed (by its writer), 2 = fenced (recovered)
+7           1     reserved, 0
+8           8     ledger id (i64)
+16          8     last entry id (i64) once closed/fenced; -1 while open (or if empty)
+24          8     data end (i64): offset just past the last frame once sealed; 0 while open
+32          8     index offset (i64): offset of the index block once sealed; 0 = none
+40          20    reserved, zero
+60          4     CRC32C of bytes 0..59
+==========  ====  =============================================================
+
+Frame, one per entry, entry ids 0, 1, 2, ... in file order, starting at offset 64:
+
+==========  ====  =============================================================
+0           4     payload length L (u32, at most ``MAX_ENTRY_SIZE`` = 64 MiB)
+4           8     entry id (i64)
+12          8     lac (i64): id of the last entry acknowledged (durable) before this frame
+                  was written, -1 if none (BookKeeper's piggy-backed LastAddConfirmed);
+                  every frame of one group commit carries the same value
+20          4     CRC32C of bytes 0..19 of the frame followed by the payload
+24          L     payload
+==========  ====  =============================================================
+
+Index block (written at *data end* when the ledger is sealed, before the header is updated;
+lets a sealed ledger be opened with one read instead of a scan):
+
+==========  ====  =============================================================
+0           4     magic ``b"DLIX"``
+4           8     entry count N (u64) = last entry id + 1
+12          8*N   offset of each entry's frame (i64)
+12+8N       4     CRC32C of bytes 0..11+8N
+==========  ====  =============================================================
+
+Visibility: in an open ledger readers see entries ``0..LAC`` where LAC is the lac field of the
+last frame that is complete and passes its checksum; in a sealed ledger every entry up to the
+header's last entry id. Appends and sealing (close, fence) take ``flock(LOCK_EX)`` on the ledger
+file, so they are linearizable across processes; readers take no lock.
+
+Damage versus torn tail: a frame that fails its checksum, or a malformed frame whose bytes are
+followed by a good frame of the next entry (found by searching for it), is damage: it is kept,
+and reading it raises ``CorruptedEntryError``. Bad bytes after the last good frame are a torn
+write of a killed writer: readers never see them and ``fence`` truncates them. So a damaged
+*last* frame is indistinguishable from a torn one and is cut by ``fence``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+
+from storage.errors import (
+    AlreadyClosedError,
+    InvalidArgumentError,
+    LedgerNotFoundError,
+    SegmentStoreError,
+)
+from storage.segstore import _ledgerfile as lf
+from storage.segstore._readview import ReadView
+from storage.segstore._watch import ChangeWatcher
+from storage.segstore._writer import LocalLedgerWriter
+from storage.segstore.base import NO_ENTRY, LedgerInfo, SegmentStore
+
+__all__ = ["LocalLedgerWriter", "LocalSegmentStore"]
+
+
+class LocalSegmentStore(SegmentStore):
+    """Ledgers as files under ``<root_dir>/ledgers/``; safe across threads and processes.
+
+    ``use_inotify=False`` forces the polling fallback of :meth:`wait_for_lac` and
+    :meth:`watch` (every ``poll_interval`` seconds). At most ``max_open_files`` read-only file
+    descriptors are cached (least recently used are closed first).
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        *,
+        use_inotify: bool = True,
+        poll_interval: float = 0.05,
+        max_open_files: int = 128,
+    ) -> None:
+        self._root = os.fspath(root_dir)
+        self._dir = os.path.join(self._root, "ledgers")
+        self._counter_path = os.path.join(self._root, "ledger-ids")
+        self._use_inotify = use_inotify
+        self._poll_interval = poll_interval
+        self._max_open = max(1, max_open_files)
+        self._lock = threading.Lock()
+        self._views: OrderedDict[int, ReadView] = OrderedDict()
+        self._writers: weakref.WeakSet[LocalLedgerWriter] = weakref.WeakSet()
+        self._watcher: ChangeWatcher | None = None
+        self._closed = False
+        try:
+            os.makedirs(self._dir, exist_ok=True)
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot create segment store at {self._root}: {exc}") from exc
+
+    @property
+    def root_dir(self) -> str:
+        """The directory holding the store."""
+        return self._root
+
+    def ledger_path(self, ledger_id: int) -> str:
+        """The file holding ledger ``ledger_id`` (whether or not it exists).
+
+        Raises:
+            InvalidArgumentError: a negative ledger id.
+        """
+        return self._path(_check_id(ledger_id, "ledger id"))
+
+    # --- writing --------------------------------------------------------------------------
+    def create_ledger(self) -> LocalLedgerWriter:
+        """Create an empty open ledger with a fresh id and return its writer.
+
+        Raises:
+            SegmentStoreError: I/O failure or a damaged id counter.
+            AlreadyClosedError: the store was closed.
+        """
+        self._check_open()
+        try:
+            lid = self._allocate_id()
+            path = self._path(lid)
+            tmp = os.path.join(self._dir, f".tmp-{lid}-{os.getpid()}")
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                lf.write_header(fd, lf.Header(lid, lf.STATE_OPEN, NO_ENTRY, 0, 0))
+                os.fsync(fd)
+                os.rename(tmp, path)
+                lf.fsync_dir(self._dir)
+            except BaseException:
+                os.close(fd)
+                _unlink_quietly(tmp)
+                raise
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot create a ledger in {self._dir}: {exc}") from exc
+        writer = LocalLedgerWriter(lid, fd, path)
+        with self._lock:
+            self._writers.add(writer)
+        return writer
+
+    def _allocate_id(self) -> int:
+        fd = os.open(self._counter_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 64, 0)
+            value = lf.next_counter_value(raw)
+            if value is None:
+                raise SegmentStoreError(f"damaged ledger id counter {self._counter_path}")
+            if not raw:  # a new store, or a lost counter: never go below an existing id
+                value = max([value, *(lid + 1 for lid in self.list_ledgers())])
+            lf.pwrite_all(fd, lf.encode_counter(value + 1), 0)
+            os.fsync(fd)
+            if not raw:
+                lf.fsync_dir(self._root)
+            return value
+        finally:
+            os.close(fd)  # releases the flock
+
+    def fence(self, ledger_id: int) -> int:
+        """Fence the ledger, cutting off a torn tail; returns its last entry id.
+
+        Idempotent; on a closed ledger returns the closed last entry id.
+
+        Raises:
+            LedgerNotFoundError: no such ledger.
+            InvalidArgumentError: a negative ledger id.
+            SegmentStoreError: I/O failure or a damaged header.
+            AlreadyClosedError: the store was closed.
+        """
+        self._check_open()
+        path = self._path(_check_id(ledger_id, "ledger id"))
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            raise LedgerNotFoundError(f"ledger {ledger_id} does not exist") from None
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot open ledger {ledger_id}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            header = lf.read_header(fd)
+            if header is None:
+                raise SegmentStoreError(f"ledger {ledger_id}: damaged header")
+            if header.sealed:
+                return header.last_entry_id
+            scan = lf.scan_frames(fd, lf.HEADER_SIZE, 0, os.fstat(fd).st_size)
+            last = len(scan.offsets) - 1
+            fenced = lf.Header(ledger_id, lf.STATE_FENCED, last, scan.end, scan.end)
+            lf.seal(fd, fenced, scan.offsets, scan.end)
+            return last
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot fence ledger {ledger_id}: {exc}") from exc
+        finally:
+            os.close(fd)  # releases the flock
+
+    # --- reading --------------------------------------------------------------------------
+    def info(self, ledger_id: int) -> LedgerInfo:
+        """State and LAC (or last entry id) of a ledger.
+
+        Raises:
+            LedgerNotFoundError, InvalidArgumentError (negative id), SegmentStoreError,
+            AlreadyClosedError.
+        """
+        view = self._pinned_view(_check_id(ledger_id, "ledger id"))
+        try:
+            return self._refresh(view)
+        finally:
+            view.release()
+
+    def read_entries(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(entry_id, data)`` for ``first..last``, verifying every checksum.
+
+        Argument and visibility errors are raised by this call; damage and I/O errors while
+        iterating.
+
+        Raises:
+            InvalidArgumentError: negative ids, ``last < first``, or ``last`` beyond the LAC
+                (open ledger) or last entry id (sealed ledger).
+            CorruptedEntryError: at the first entry that fails its checksum or cannot be parsed.
+            LedgerNotFoundError, SegmentStoreError, AlreadyClosedError.
+        """
+        _check_id(ledger_id, "ledger id")
+        _check_id(first, "first entry id")
+        _check_id(last, "last entry id")
+        if last < first:
+            raise InvalidArgumentError(f"reversed range {first}..{last}")
+        view = self._pinned_view(ledger_id)
+        try:
+            visible = self._refresh(view).last_entry_id
+            if last > visible:
+                raise InvalidArgumentError(
+                    f"entries {first}..{last} of ledger {ledger_id} are beyond the last visible entry {visible}"
+                )
+            gen = view.iter_entries(first, last)
+        except BaseException:
+            view.release()
+            raise
+        weakref.finalize(gen, view.release)  # the fd stays open while the iterator lives
+        return gen
+
+    def wait_for_lac(self, ledger_id: int, known_lac: int, timeout_s: float) -> int:
+        """Return the LAC once it exceeds ``known_lac`` (woken by inotify or polling), or the
+        current value after ``timeout_s``; at once if the ledger is sealed.
+
+        Raises:
+            LedgerNotFoundError, InvalidArgumentError (negative id or timeout),
+            SegmentStoreError, AlreadyClosedError (also if the store is closed meanwhile).
+        """
+        _check_id(ledger_id, "ledger id")
+        if timeout_s < 0:
+            raise InvalidArgumentError(f"negative timeout {timeout_s}")
+        deadline = time.monotonic() + timeout_s
+        watcher = self._ensure_watcher()
+        while True:
+            generation = watcher.generation(ledger_id)
+            info = self.info(ledger_id)
+            if info.closed or info.fenced or info.last_entry_id > known_lac:
+                return info.last_entry_id
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return info.last_entry_id
+            watcher.wait_change(ledger_id, generation, min(remaining, watcher.recheck_interval))
+            self._check_open()
+
+    def watch(self, callback: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``callback(ledger_id)`` from a background thread whenever a ledger file changes
+        (any process). Calls may be spurious. Returns the function that cancels the watch.
+
+        Raises:
+            AlreadyClosedError: the store was closed.
+        """
+        return self._ensure_watcher().add_callback(callback)
+
+    # --- housekeeping ---------------------------------------------------------------------
+    def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger file; a missing ledger is not an error. Its id is never reused.
+
+        Raises:
+            InvalidArgumentError (negative id), SegmentStoreError, AlreadyClosedError.
+        """
+        self._check_open()
+        path = self._path(_check_id(ledger_id, "ledger id"))
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot delete ledger {ledger_id}: {exc}") from exc
+        self._drop_view(ledger_id)
+
+    def list_ledgers(self) -> list[int]:
+        """Ids of every ledger in the store, ascending.
+
+        Raises:
+            SegmentStoreError, AlreadyClosedError.
+        """
+        self._check_open()
+        try:
+            names = os.listdir(self._dir)
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot list {self._dir}: {exc}") from exc
+        return sorted(lid for name in names if (lid := lf.parse_ledger_file_name(name)) is not None)
+
+    def close(self) -> None:
+        """Abort writers still open, stop the watcher thread, close cached files. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            writers = list(self._writers)
+            watcher, self._watcher = self._watcher, None
+            views = list(self._views.values())
+            self._views.clear()
+        for writer in writers:
+            writer.abort()
+        if watcher is not None:
+            watcher.close()
+        for view in views:
+            view.release()
+
+    def __enter__(self) -> LocalSegmentStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError(f"segment store {self._root} is closed")
+
+    def _path(self, ledger_id: int) -> str:
+        return os.path.join(self._dir, lf.ledger_file_name(ledger_id))
+
+    def _ensure_watcher(self) -> ChangeWatcher:
+        with self._lock:
+            self._check_open()
+            if self._watcher is None:
+                self._watcher = ChangeWatcher(
+                    self._dir, poll_interval=self._poll_interval, use_inotify=self._use_inotify
+                )
+            return self._watcher
+
+    def _pinned_view(self, ledger_id: int) -> ReadView:
+        """The cached read view of a ledger, pinned (the caller must ``release`` it)."""
+        with self._lock:
+            self._check_open()
+            cached = self._views.get(ledger_id)
+            if cached is not None:
+                self._views.move_to_end(ledger_id)
+                cached.acquire()
+                return cached
+        try:
+            fd = os.open(self._path(ledger_id), os.O_RDONLY)
+        except FileNotFoundError:
+            raise LedgerNotFoundError(f"ledger {ledger_id} does not exist") from None
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot open ledger {ledger_id}: {exc}") from exc
+        fresh = ReadView(ledger_id, fd)  # holds one reference: the cache's
+        evicted: list[ReadView] = []
+        view: ReadView | None = None
+        with self._lock:
+            if self._closed:
+                evicted.append(fresh)
+            else:
+                view = self._views.get(ledger_id)
+                if view is None:
+                    view = self._views[ledger_id] = fresh
+                    while len(self._views) > self._max_open:
+                        evicted.append(self._views.popitem(last=False)[1])
+                else:
+                    evicted.append(fresh)
+                view.acquire()
+        for old in evicted:
+            old.release()
+        if view is None:
+            raise AlreadyClosedError(f"segment store {self._root} is closed")
+        return view
+
+    def _drop_view(self, ledger_id: int) -> None:
+        with self._lock:
+            view = self._views.pop(ledger_id, None)
+        if view is not None:
+            view.release()
+
+    def _refresh(self, view: ReadView) -> LedgerInfo:
+        try:
+            return view.refresh()
+        except LedgerNotFoundError:
+            self._drop_view(view.ledger_id)
+            raise
+
+
+def _check_id(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be a non-negative int, not {value!r}")
+    return value
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
