@@ -1,1 +1,39 @@
-"""Apache DistributedLog's core library in Python (public API re-exported here as it lands)."""
+"""Apache DistributedLog's core library in Python.
+
+``storage.open_namespace(uri)`` opens a namespace of logs; each log is written by one writer
+(fenced, versioned metadata) and read by any number of readers positioned by DLSN or
+transaction id. See CONTRACT.md §3 for the public surface.
+"""
+
+from storage import errors
+from storage.config import Config
+from storage.dlsn import DLSN
+from storage.errors import *  # noqa: F403  (every error is re-exported, as the contract says)
+from storage.errors import __all__ as _error_names
+from storage.impl.log_manager import LogManager
+from storage.impl.namespace import Namespace, open_namespace
+from storage.impl.reader import AsyncLogReader, LogReader
+from storage.impl.writer import AsyncLogWriter, LogWriter
+from storage.record import LogRecord, LogRecordWithDLSN
+from storage.segment_metadata import LogSegmentMetadata, TruncationStatus
+
+DistributedLogManager = LogManager
+
+__all__ = [
+    "DLSN",
+    "AsyncLogReader",
+    "AsyncLogWriter",
+    "Config",
+    "DistributedLogManager",
+    "LogManager",
+    "LogReader",
+    "LogRecord",
+    "LogRecordWithDLSN",
+    "LogSegmentMetadata",
+    "LogWriter",
+    "Namespace",
+    "TruncationStatus",
+    "errors",
+    "open_namespace",
+    *_error_names,
+]

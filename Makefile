@@ -1,0 +1,34 @@
+# The two entry points of the README. Each sets itself up from scratch (virtualenv + pip install).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DEMO_DIR ?= demo-data
+
+.PHONY: demo test lint bench clean venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+
+## Main job: a real log on the embedded default (no server): write, read, truncate, tail.
+demo: venv
+	rm -rf $(DEMO_DIR)
+	$(BIN)/python examples/log_tour.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)
+
+## Lint, type-check, then the whole test suite.
+test: venv lint
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/ruff check storage tests examples bench
+	$(BIN)/ruff format --check storage tests examples bench
+	$(BIN)/mypy
+
+bench: venv
+	$(BIN)/python bench/bench_storage.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

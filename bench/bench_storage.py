@@ -1,0 +1,640 @@
+"""Storage benchmark: the writer, acknowledgement latency and the reader, each side by side
+with a plain-Python baseline measured in the same run on the same disk.
+
+Run::
+
+    .venv/bin/python bench/bench_storage.py [--records N] [--dir PATH] [--reps 3] [--profile]
+
+Prints one markdown table and a note on methodology. Every figure uses 1 KiB records on one
+log; every measurement is repeated (``--reps``, default 3) and the median is reported, with
+each ratio the median of the per-repetition ratios (the writer and its baseline of one
+repetition run back to back, so a disk that swings between runs affects both alike).
+
+Rows:
+
+(a) ``open_async_writer()`` with ``writerOutputBufferSize`` = 64 KiB and = 0: N records written,
+    every future waited for. Baseline: ``os.write`` + ``os.fdatasync`` of the same bytes in as
+    many fsyncs as the writer's group commit issued (read from the segment store's ledger
+    writers, ``sync_count``), i.e. the same bytes per fsync.
+(b) Per-record acknowledgement latency (``write()`` call to future resolution) with
+    ``writerOutputBufferSize`` = 0, paced by a token bucket at half the rate (a) measured for
+    that configuration. Context: the latency of one 1 KiB ``os.write`` + ``os.fdatasync``.
+(c) Reading N records of completed segments with ``open_reader(DLSN.INITIAL)`` and
+    ``read_bulk(10000, non_blocking=True)``; the segment store's ``read_entries`` over the same
+    ledgers; a plain ``f.read`` of the ledger files in 4 MiB chunks. All warm (page cache).
+
+``--profile`` prints instead the top functions (cumulative time) of 20,000 async writes, for the
+calling thread and for the segment store's commit thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import gc
+import io
+import math
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # runnable from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO))
+
+import storage  # noqa: E402
+
+RECORD_SIZE = 1024
+PAYLOAD = bytes(range(256)) * (RECORD_SIZE // 256)
+KIB = 1024
+MIB = 1024 * 1024
+READ_CHUNK = 4 * MIB
+BULK = 10_000
+LOG_NAME = "bench"
+
+TARGET_WRITE_RATIO = 0.6
+TARGET_P99_MS = 5.0
+TARGET_READ_RATIO = 0.3
+
+
+# --- helpers --------------------------------------------------------------------------------
+def writer_conf(buffer_size: int) -> dict[str, object]:
+    """One segment for the whole run, no periodic or immediate flush."""
+    return {
+        "writerOutputBufferSize": buffer_size,
+        "logSegmentRollingMinutes": 0,
+        "maxLogSegmentBytes": 1 << 30,
+        "enableImmediateFlush": False,
+        "periodicFlushFrequencyMilliSeconds": 0,
+    }
+
+
+def make_records(n: int) -> list[storage.LogRecord]:
+    return [storage.LogRecord(i + 1, PAYLOAD) for i in range(n)]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def fmt_rate(records_per_s: float) -> str:
+    mb_s = records_per_s * RECORD_SIZE / 1e6
+    return f"{records_per_s:,.0f} rec/s ({mb_s:,.1f} MB/s)"
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / KIB:.1f} KiB"
+
+
+class Workspace:
+    """Fresh directories under one base directory, each removed after use."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._n = 0
+
+    def fresh(self, tag: str) -> Path:
+        self._n += 1
+        path = self.base / f"{tag}-{self._n}"
+        path.mkdir(parents=True)
+        return path
+
+
+class BenchNamespace:
+    """A namespace in a fresh directory that remembers every ledger writer the segment store
+    creates (to read their ``sync_count``); ``close()`` deletes the directory."""
+
+    def __init__(self, root: Path, on_ledger: Callable[[Any], None] | None = None) -> None:
+        self.root = root
+        self.ns = storage.open_namespace(str(root))
+        self.ledgers: list[Any] = []
+        store: Any = self.ns.segstore
+        original = store.create_ledger
+
+        def create_ledger() -> Any:
+            ledger = original()
+            self.ledgers.append(ledger)
+            if on_ledger is not None:
+                on_ledger(ledger)
+            return ledger
+
+        store.create_ledger = create_ledger
+
+    def sync_count(self) -> int | None:
+        """Durability barriers (fdatasync) issued for appends, or None if not observable."""
+        counts = [getattr(ledger, "sync_count", None) for ledger in self.ledgers]
+        if not counts or any(not isinstance(c, int) for c in counts):
+            return None
+        return sum(c for c in counts if isinstance(c, int))
+
+    def ledger_files(self) -> list[Path]:
+        return sorted((self.root / "segments" / "ledgers").glob("*.ledger"))
+
+    def close(self) -> None:
+        try:
+            self.ns.close()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def wait_all(futures: Sequence[Future[Any]]) -> Any:
+    last: Any = None
+    for f in futures:
+        last = f.result()
+    return last
+
+
+# --- (a) writer throughput ------------------------------------------------------------------
+@dataclass
+class WriterRun:
+    seconds: float
+    fsyncs: int | None
+    data_bytes: int  # bytes of ledger files on disk (frames, headers, index)
+    entries: int
+
+    def rate(self, n: int) -> float:
+        return n / self.seconds
+
+
+def run_async_writer(ws: Workspace, records: list[storage.LogRecord], buffer_size: int) -> WriterRun:
+    bns = BenchNamespace(ws.fresh("writer"))
+    try:
+        dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(buffer_size))
+        aw = dlm.open_async_writer()
+        write = aw.write
+        futures: list[Future[storage.DLSN]] = []
+        append = futures.append
+        gc.collect()
+        t0 = time.perf_counter()
+        for rec in records:
+            append(write(rec))
+        aw.flush().result()
+        last = wait_all(futures)
+        seconds = time.perf_counter() - t0
+        fsyncs = bns.sync_count()
+        aw.close()
+        data_bytes = sum(p.stat().st_size for p in bns.ledger_files())
+        return WriterRun(seconds, fsyncs, data_bytes, last.entry_id + 1)
+    finally:
+        bns.close()
+
+
+def run_raw_write(ws: Workspace, total_bytes: int, fsyncs: int) -> float:
+    """Seconds to append ``total_bytes`` to a new file with ``fsyncs`` write+fdatasync rounds."""
+    fsyncs = max(1, fsyncs)
+    chunk = total_bytes // fsyncs
+    sizes = [chunk] * fsyncs
+    sizes[-1] += total_bytes - chunk * fsyncs
+    buf = memoryview(bytes(PAYLOAD * (max(sizes) // RECORD_SIZE + 1)))
+    path = ws.fresh("raw") / "raw.dat"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        gc.collect()
+        t0 = time.perf_counter()
+        for size in sizes:
+            done = 0
+            while done < size:
+                done += os.write(fd, buf[done:size])
+            os.fdatasync(fd)
+        return time.perf_counter() - t0
+    finally:
+        os.close(fd)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+@dataclass
+class WriteResult:
+    buffer_size: int
+    writer_rate: float
+    raw_rate: float
+    ratio: float
+    fsyncs: float
+    bytes_per_fsync: float
+    entries_per_fsync: float
+    counted: bool  # fsyncs read from the ledger writers (else assumed one per buffer)
+
+
+def bench_write(ws: Workspace, records: list[storage.LogRecord], buffer_size: int, reps: int) -> WriteResult:
+    n = len(records)
+    w_rates: list[float] = []
+    r_rates: list[float] = []
+    ratios: list[float] = []
+    syncs: list[float] = []
+    per_sync_bytes: list[float] = []
+    per_sync_entries: list[float] = []
+    counted = True
+    for _ in range(reps):
+        w = run_async_writer(ws, records, buffer_size)
+        if w.fsyncs is None:
+            counted = False
+            fsyncs = max(1, math.ceil(n * RECORD_SIZE / max(buffer_size, RECORD_SIZE)))
+        else:
+            fsyncs = max(1, w.fsyncs)
+        raw_s = run_raw_write(ws, w.data_bytes, fsyncs)
+        w_rates.append(w.rate(n))
+        r_rates.append(n / raw_s)
+        ratios.append(w.rate(n) / (n / raw_s))
+        syncs.append(fsyncs)
+        per_sync_bytes.append(w.data_bytes / fsyncs)
+        per_sync_entries.append(w.entries / fsyncs)
+    return WriteResult(
+        buffer_size,
+        median(w_rates),
+        median(r_rates),
+        median(ratios),
+        median(syncs),
+        median(per_sync_bytes),
+        median(per_sync_entries),
+        counted,
+    )
+
+
+# --- (b) acknowledgement latency --------------------------------------------------------------
+@dataclass
+class LatencyRun:
+    p50_ms: float
+    p99_ms: float
+    achieved_rate: float
+    fsyncs: int | None
+
+
+def run_ack_latency(ws: Workspace, records: list[storage.LogRecord], rate: float) -> LatencyRun:
+    """Token-bucket paced writes (``rate`` records/s, burst 32), each timed from the ``write()``
+    call to its future's resolution (a done callback takes the end timestamp)."""
+    n = len(records)
+    starts = [0.0] * n
+    ends = [0.0] * n
+    clock = time.perf_counter
+
+    def done(i: int, _f: Future[storage.DLSN]) -> None:
+        ends[i] = clock()
+
+    burst = 32.0
+    bns = BenchNamespace(ws.fresh("latency"))
+    try:
+        dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(0))
+        aw = dlm.open_async_writer()
+        write = aw.write
+        futures: list[Future[storage.DLSN]] = []
+        gc.collect()
+        t0 = last = clock()
+        tokens = 1.0
+        i = 0
+        while i < n:
+            now = clock()
+            tokens = min(burst, tokens + (now - last) * rate)
+            last = now
+            if tokens < 1.0:
+                time.sleep((1.0 - tokens) / rate)
+                continue
+            while tokens >= 1.0 and i < n:
+                starts[i] = clock()
+                fut = write(records[i])
+                fut.add_done_callback(functools.partial(done, i))
+                futures.append(fut)
+                tokens -= 1.0
+                i += 1
+        elapsed = clock() - t0
+        aw.flush().result()
+        wait_all(futures)
+        fsyncs = bns.sync_count()
+        aw.close()
+    finally:
+        bns.close()
+    lat_ms = [(e - s) * 1000.0 for s, e in zip(starts, ends, strict=True)]
+    return LatencyRun(percentile(lat_ms, 0.50), percentile(lat_ms, 0.99), n / elapsed, fsyncs)
+
+
+def run_raw_fsync_latency(ws: Workspace, count: int) -> tuple[float, float]:
+    """p50/p99 (ms) of one 1 KiB ``os.write`` + ``os.fdatasync`` appended to a file."""
+    path = ws.fresh("rawlat") / "raw.dat"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    lat_ms: list[float] = []
+    try:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            os.write(fd, PAYLOAD)
+            os.fdatasync(fd)
+            lat_ms.append((time.perf_counter() - t0) * 1000.0)
+    finally:
+        os.close(fd)
+        shutil.rmtree(path.parent, ignore_errors=True)
+    return percentile(lat_ms, 0.50), percentile(lat_ms, 0.99)
+
+
+@dataclass
+class LatencyResult:
+    target_rate: float
+    achieved_rate: float
+    p50_ms: float
+    p99_ms: float
+    raw_p50_ms: float
+    raw_p99_ms: float
+    records_per_fsync: float | None
+
+
+def bench_latency(ws: Workspace, records: list[storage.LogRecord], rate: float, reps: int) -> LatencyResult:
+    runs: list[LatencyRun] = []
+    raws: list[tuple[float, float]] = []
+    for _ in range(reps):
+        runs.append(run_ack_latency(ws, records, rate))
+        raws.append(run_raw_fsync_latency(ws, 300))
+    per_sync = [len(records) / r.fsyncs for r in runs if r.fsyncs]
+    return LatencyResult(
+        rate,
+        median([r.achieved_rate for r in runs]),
+        median([r.p50_ms for r in runs]),
+        median([r.p99_ms for r in runs]),
+        median([r[0] for r in raws]),
+        median([r[1] for r in raws]),
+        median(per_sync) if per_sync else None,
+    )
+
+
+# --- (c) reading completed segments --------------------------------------------------------
+def plain_read(files: Sequence[Path]) -> int:
+    total = 0
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(READ_CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+    return total
+
+
+def segstore_read(ns: storage.Namespace, ledgers: Sequence[tuple[int, int]]) -> int:
+    total = 0
+    for ledger_id, last in ledgers:
+        if last < 0:
+            continue
+        for _entry_id, data in ns.segstore.read_entries(ledger_id, 0, last):
+            total += len(data)
+    return total
+
+
+def reader_read(dlm: storage.LogManager) -> int:
+    count = 0
+    reader = dlm.open_reader(storage.DLSN.INITIAL)
+    try:
+        while True:
+            recs = reader.read_bulk(BULK, non_blocking=True)
+            if not recs:
+                break
+            count += len(recs)
+    finally:
+        reader.close()
+    return count
+
+
+@dataclass
+class ReadResult:
+    reader_rate: float
+    segstore_rate: float
+    plain_rate: float
+    reader_ratio: float
+    segstore_ratio: float
+    file_bytes: int
+    segments: int
+
+
+def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> ReadResult:
+    n = len(records)
+    bns = BenchNamespace(ws.fresh("read"))
+    try:
+        dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(1 << 20))
+        with dlm.open_writer() as w:
+            for start in range(0, n, BULK):
+                w.write_bulk(records[start : start + BULK])
+            w.flush()
+        files = bns.ledger_files()
+        ledgers = [(s.ledger_id, bns.ns.segstore.info(s.ledger_id).last_entry_id) for s in dlm.log_segments()]
+        file_bytes = plain_read(files)  # warm the page cache for every row
+        rates: dict[str, list[float]] = {"plain": [], "segstore": [], "reader": []}
+        ratios: dict[str, list[float]] = {"segstore": [], "reader": []}
+        for _ in range(reps):
+            gc.collect()
+            t0 = time.perf_counter()
+            plain_read(files)
+            t_plain = time.perf_counter() - t0
+            gc.collect()
+            t0 = time.perf_counter()
+            segstore_read(bns.ns, ledgers)
+            t_seg = time.perf_counter() - t0
+            gc.collect()
+            t0 = time.perf_counter()
+            got = reader_read(dlm)
+            t_reader = time.perf_counter() - t0
+            if got != n:
+                raise RuntimeError(f"reader returned {got} records, expected {n}")
+            rates["plain"].append(n / t_plain)
+            rates["segstore"].append(n / t_seg)
+            rates["reader"].append(n / t_reader)
+            ratios["segstore"].append(t_plain / t_seg)
+            ratios["reader"].append(t_plain / t_reader)
+        return ReadResult(
+            median(rates["reader"]),
+            median(rates["segstore"]),
+            median(rates["plain"]),
+            median(ratios["reader"]),
+            median(ratios["segstore"]),
+            file_bytes,
+            len(ledgers),
+        )
+    finally:
+        bns.close()
+
+
+# --- profile ----------------------------------------------------------------------------------
+def profile_writer(ws: Workspace, n: int, buffer_size: int, top: int = 15) -> str:
+    """cProfile of ``n`` async writes: the calling thread and the ledger commit thread."""
+    records = make_records(n)
+    thread_prof = cProfile.Profile()
+
+    def on_ledger(ledger: Any) -> None:
+        run = getattr(ledger, "_run", None)
+        if run is None:
+            return
+
+        def profiled_run() -> None:
+            thread_prof.runcall(run)
+
+        ledger._run = profiled_run
+
+    bns = BenchNamespace(ws.fresh("profile"), on_ledger=on_ledger)
+    main_prof = cProfile.Profile()
+    try:
+        dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(buffer_size))
+        aw = dlm.open_async_writer()
+        t0 = time.perf_counter()
+        main_prof.enable()
+        futures = [aw.write(r) for r in records]
+        aw.flush().result()
+        wait_all(futures)
+        main_prof.disable()
+        seconds = time.perf_counter() - t0
+        aw.close()
+    finally:
+        bns.close()
+    out = io.StringIO()
+    out.write(f"### writerOutputBufferSize={buffer_size}: {n:,} records in {seconds:.2f} s (profiled)\n\n")
+    for title, prof in (("calling thread", main_prof), ("ledger commit thread", thread_prof)):
+        out.write(f"#### {title}\n```\n")
+        stats = pstats.Stats(prof, stream=out)
+        stats.strip_dirs().sort_stats("cumulative").print_stats(top)
+        out.write("```\n")
+    return out.getvalue()
+
+
+# --- report -----------------------------------------------------------------------------------
+def yes_no(ok: bool) -> str:
+    return "**yes**" if ok else "**NO**"
+
+
+def render(
+    n: int,
+    lat_n: int,
+    reps: int,
+    writes: list[WriteResult],
+    lat: LatencyResult,
+    read: ReadResult,
+    seconds: float,
+) -> str:
+    lines = [
+        f"## Storage benchmark: 1 KiB records, one log, median of {reps} (N = {n:,}; latency N = {lat_n:,})",
+        "",
+        "| measurement | storage | plain-Python baseline (same run) | ratio | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for w in writes:
+        how = "" if w.counted else " (assumed)"
+        lines.append(
+            f"| (a) async writer, writerOutputBufferSize={fmt_bytes(w.buffer_size) if w.buffer_size else '0'}"
+            f" | {fmt_rate(w.writer_rate)}"
+            f" | os.write+fdatasync, {fmt_bytes(w.bytes_per_fsync)}/fsync ({w.fsyncs:,.0f} fsyncs{how},"
+            f" {w.entries_per_fsync:,.1f} entries/fsync): {fmt_rate(w.raw_rate)}"
+            f" | {w.ratio:.2f} | >= {TARGET_WRITE_RATIO} | {yes_no(w.ratio >= TARGET_WRITE_RATIO)} |"
+        )
+    per_sync = f", {lat.records_per_fsync:,.1f} rec/fsync" if lat.records_per_fsync else ""
+    lines.append(
+        f"| (b) ack latency, buffer 0, paced at {lat.target_rate:,.0f} rec/s (achieved {lat.achieved_rate:,.0f}"
+        f"{per_sync}) | p50 {lat.p50_ms:.2f} ms, p99 {lat.p99_ms:.2f} ms"
+        f" | one 1 KiB write+fdatasync: p50 {lat.raw_p50_ms:.2f} ms, p99 {lat.raw_p99_ms:.2f} ms"
+        f" | - | p99 <= {TARGET_P99_MS:g} ms | {yes_no(lat.p99_ms <= TARGET_P99_MS)} |"
+    )
+    plain = f"f.read 4 MiB chunks of {read.segments} ledger file(s), {fmt_bytes(read.file_bytes)}: " + fmt_rate(
+        read.plain_rate
+    )
+    lines.append(
+        f"| (c) reader, read_bulk({BULK}, non_blocking=True) | {fmt_rate(read.reader_rate)} | {plain}"
+        f" | {read.reader_ratio:.2f} | >= {TARGET_READ_RATIO} | {yes_no(read.reader_ratio >= TARGET_READ_RATIO)} |"
+    )
+    lines.append(
+        f"| (c) segment store read_entries (middle row) | {fmt_rate(read.segstore_rate)} | {plain}"
+        f" | {read.segstore_ratio:.2f} | - | - |"
+    )
+    met = [w.ratio >= TARGET_WRITE_RATIO for w in writes]
+    met += [lat.p99_ms <= TARGET_P99_MS, read.reader_ratio >= TARGET_READ_RATIO]
+    lines += [
+        "",
+        f"Targets met: {sum(met)}/{len(met)}. Whole benchmark: {seconds:.0f} s.",
+        "",
+        "Methodology: every row runs in this one process on the same disk, one repetition of a row and its baseline "
+        "back to back, repeated "
+        f"{reps} times; figures are medians and each ratio is the median of the per-repetition ratios "
+        "(storage / baseline). MB/s counts 1 KiB of payload per record (1 MB = 10^6 bytes) for every row. "
+        "(a) times N async `write()` calls, the final `flush()` and every future's resolution (records built "
+        "beforehand; writer opening and closing untimed); the raw baseline appends the same bytes the ledger "
+        "files hold, in as many `os.write` + `os.fdatasync` rounds as the ledger writers' `sync_count` shows, "
+        "so both pay the same bytes per fsync. (b) uses writerOutputBufferSize 0 without immediate flush, so "
+        "every record is its own entry and group commit batches them; writes are paced by a token bucket "
+        "(burst 32) at half the rate (a) measured for that configuration, and each latency runs from the "
+        "`write()` call to a done-callback timestamp. (c) writes N records once with a 1 MiB buffer and "
+        "closes the writer, reads every ledger file once to warm the page cache (caches cannot be dropped "
+        "here), then times, in each repetition, the plain read, the segment store's `read_entries` over "
+        "every ledger (checksums verified) and the public reader (decoding records).",
+    ]
+    return "\n".join(lines)
+
+
+def default_base() -> tuple[Path, bool]:
+    """A fresh directory under ``<repo>/bench-data`` (or the system temp dir) and whether
+    ``bench-data`` itself was created here (then it is removed too if left empty)."""
+    parent = REPO / "bench-data"
+    created = False
+    try:
+        if not parent.exists():
+            parent.mkdir()
+            created = True
+        return Path(tempfile.mkdtemp(prefix="storage-", dir=parent)), created
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="dl-bench-storage-")), False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=200_000, help="records for (a) and (c) (default 200,000)")
+    parser.add_argument("--latency-records", type=int, default=20_000, help="records for (b) (default 20,000)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (default 3)")
+    parser.add_argument("--dir", type=Path, default=None, help="data directory (default: a fresh temp dir)")
+    parser.add_argument("--profile", action="store_true", help="print cProfile of 20,000 async writes instead")
+    args = parser.parse_args(argv)
+    if args.records < 1 or args.latency_records < 1 or args.reps < 1:
+        parser.error("--records, --latency-records and --reps must be >= 1")
+
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        base = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
+        created_parent = False
+    else:
+        base, created_parent = default_base()
+    ws = Workspace(base)
+    started = time.perf_counter()
+    try:
+        if args.profile:
+            for buffer_size in (64 * KIB, 0):
+                print(profile_writer(ws, 20_000, buffer_size))
+            return 0
+        records = make_records(args.records)
+        print(f"writing {args.records:,} records x {args.reps} ({base}) ...", file=sys.stderr, flush=True)
+        writes = [bench_write(ws, records, b, args.reps) for b in (64 * KIB, 0)]
+        zero = writes[-1]
+        rate = zero.writer_rate / 2.0
+        print(f"ack latency at {rate:,.0f} rec/s ...", file=sys.stderr, flush=True)
+        lat_records = records[: args.latency_records]
+        if len(lat_records) < args.latency_records:
+            lat_records = make_records(args.latency_records)
+        lat = bench_latency(ws, lat_records, rate, args.reps)
+        print("reading ...", file=sys.stderr, flush=True)
+        read = bench_read(ws, records, args.reps)
+        print(render(args.records, args.latency_records, args.reps, writes, lat, read, time.perf_counter() - started))
+        return 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        if created_parent:
+            try:
+                base.parent.rmdir()
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Internals of the storage core: layout, namespace, log manager, writers, readers, retention."""

@@ -1,0 +1,233 @@
+"""``LogManager``: one log of a namespace (DistributedLog's ``DistributedLogManager``)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from storage.config import Config
+from storage.dlsn import DLSN
+from storage.entry import decode_entry
+from storage.errors import (
+    AlreadyClosedError,
+    InvalidArgumentError,
+    LogEmptyError,
+    LogNotFoundError,
+)
+from storage.impl import positioning, retention
+from storage.impl.cursor import Cursor
+from storage.impl.layout import LogMetadata
+from storage.impl.reader import AsyncLogReader, LogReader
+from storage.impl.write_handler import WriteHandler, now_ms
+from storage.impl.writer import AsyncLogWriter, LogWriter
+from storage.record import MAX_TXID, LogRecordWithDLSN
+from storage.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
+
+if TYPE_CHECKING:
+    from storage.impl.namespace import Namespace
+
+
+class LogManager:
+    """Writers, readers and queries of one log. A context manager; ``close()`` closes every
+    writer and reader it opened."""
+
+    def __init__(self, ns: Namespace, name: str, conf: Config) -> None:
+        self._ns = ns
+        self.name = name
+        self.conf = conf
+        self._meta = LogMetadata(ns.metastore, ns.paths_of(name))
+        self._segstore = ns.segstore
+        self._closed = False
+        self._lock = threading.Lock()
+        self._open: list[AsyncLogWriter | LogReader | AsyncLogReader] = []
+
+    # --- writers ------------------------------------------------------------------------
+    def open_writer(self) -> LogWriter:
+        """Open the (single) synchronous writer of this log; see :meth:`open_async_writer`."""
+        return LogWriter(self.open_async_writer())
+
+    def open_async_writer(self) -> AsyncLogWriter:
+        """Take ownership of the log (creating it if ``createStreamIfNotExists``), recover any
+        in-progress segment, and return the writer.
+
+        Raises:
+            OwnershipAcquireFailedError: another writer owns the log (after ``lockTimeoutSeconds``).
+            LogNotFoundError: the log does not exist and ``createStreamIfNotExists`` is false.
+            AlreadyClosedError, MetadataError, SegmentStoreError.
+        """
+        self._check_open()
+        if not self._meta.exists():
+            if not self.conf.get("createStreamIfNotExists"):
+                raise LogNotFoundError(f"log {self.name!r} does not exist")
+            self._ns.create_log(self.name, exist_ok=True)
+        lock = None
+        if self.conf.get("writeLockEnabled"):
+            lock = self._ns.metastore.lock(
+                self._meta.paths.lock, self._ns.client_id, float(self.conf.get("lockTimeoutSeconds"))
+            )
+        try:
+            handler = WriteHandler(self._meta, self._segstore, self.conf, lock)
+            writer = AsyncLogWriter(handler, self.conf, on_close=self._forget)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        self._remember(writer)
+        return writer
+
+    # --- readers ------------------------------------------------------------------------
+    def open_reader(self, start: DLSN | int) -> LogReader:
+        """A synchronous reader from ``start``: a DLSN, or an int = the first record with
+        txid >= it.
+
+        Raises:
+            LogNotFoundError, InvalidArgumentError (bad start), AlreadyTruncatedTransactionError.
+        """
+        reader = LogReader(self._cursor(start), float(self.conf.get("readAheadWaitTime")) / 1000.0)
+        self._remember(reader)
+        return reader
+
+    def open_async_reader(self, start: DLSN | int) -> AsyncLogReader:
+        """An asynchronous reader from ``start`` (see :meth:`open_reader`)."""
+        reader = AsyncLogReader(
+            self._cursor(start),
+            poll_s=max(0.05, float(self.conf.get("readLACLongPollTimeout")) / 1000.0),
+            idle_error_ms=int(self.conf.get("readerIdleErrorThresholdMillis")),
+        )
+        self._remember(reader)
+        return reader
+
+    def _cursor(self, start: DLSN | int) -> Cursor:
+        self._check_open()
+        self._meta.ensure_exists()
+        if isinstance(start, DLSN):
+            return Cursor(self._meta, self._segstore, self.conf, start)
+        if isinstance(start, bool) or not isinstance(start, int):
+            raise InvalidArgumentError(f"reader start must be a DLSN or an int txid, got {start!r}")
+        if start < 0:
+            raise InvalidArgumentError(f"reader start txid must be >= 0, got {start}")
+        try:
+            dlsn = positioning.dlsn_for_txid(self._segstore, self.log_segments(), start)
+        except LogEmptyError:
+            dlsn = DLSN.INITIAL
+        return Cursor(self._meta, self._segstore, self.conf, dlsn, from_txid=start)
+
+    # --- queries ------------------------------------------------------------------------
+    def log_segments(self) -> list[LogSegmentMetadata]:
+        """Every segment, ascending by LSSN, with start sequence ids filled in as readers see them.
+
+        Raises:
+            LogNotFoundError, MetadataError.
+        """
+        self._check_open()
+        return assign_start_sequence_ids(self._meta.segments())
+
+    def first_dlsn(self) -> DLSN:
+        """DLSN of the first user record (ignores ``minActiveDLSN``, as the reference does).
+
+        Raises:
+            LogEmptyError, LogNotFoundError.
+        """
+        return positioning.first_user_record(self._segstore, self.log_segments()).dlsn
+
+    def last_record(self) -> LogRecordWithDLSN:
+        """The last user record readers can see (end of stream excluded).
+
+        Raises:
+            LogEmptyError, LogNotFoundError.
+        """
+        rec = positioning.last_user_record(self._segstore, self.log_segments())
+        if rec is None:
+            raise LogEmptyError(f"log {self.name!r} has no user records")
+        return rec
+
+    def last_dlsn(self) -> DLSN:
+        """DLSN of the last user record. Raises LogEmptyError, LogNotFoundError."""
+        return self.last_record().dlsn
+
+    def last_txid(self) -> int:
+        """Transaction id of the last user record. Raises LogEmptyError, LogNotFoundError."""
+        return self.last_record().txid
+
+    def is_end_of_stream(self) -> bool:
+        """True once the log was sealed with ``mark_end_of_stream``. Raises LogNotFoundError."""
+        rec = positioning.last_user_record(self._segstore, self.log_segments(), include_eos=True)
+        return rec is not None and rec.txid == MAX_TXID
+
+    def record_count(self, start: DLSN = DLSN.INITIAL) -> int:
+        """Number of user records from ``start`` (``getLogRecordCount``; like the reference it
+        counts truncated segments too, from their metadata).
+
+        Raises:
+            InvalidArgumentError, LogNotFoundError.
+        """
+        if not isinstance(start, DLSN):
+            raise InvalidArgumentError(f"record_count start must be a DLSN, got {start!r}")
+        total = 0
+        for seg in self.log_segments():
+            if seg.lssn < start.lssn:
+                continue
+            last_pos = seg.record_count
+            if seg.in_progress:
+                rec = positioning.last_user_record(self._segstore, [seg])
+                last_pos = rec.last_position_within_segment if rec is not None else 0
+            if seg.lssn == start.lssn:
+                first = self._first_user_record_from(seg, start)
+                total += 0 if first is None else last_pos + 1 - first.position_within_segment
+            else:
+                total += last_pos
+        return total
+
+    def _first_user_record_from(self, seg: LogSegmentMetadata, start: DLSN) -> LogRecordWithDLSN | None:
+        last = positioning.visible_last_entry(self._segstore, seg)
+        if last < max(start.entry_id, 0):
+            return None
+        for entry_id, data in self._segstore.read_entries(seg.ledger_id, max(start.entry_id, 0), last):
+            for r in decode_entry(data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries):
+                if not r.is_control and not r.is_end_of_stream and r.dlsn >= start:
+                    return r
+        return None
+
+    def purge_older_than(self, timestamp_ms: int) -> int:
+        """Delete completed segments that completed before ``timestamp_ms`` (the newest
+        completed segment is always kept); returns how many were purged.
+
+        Raises:
+            InvalidArgumentError, LogNotFoundError.
+        """
+        self._check_open()
+        self._meta.ensure_exists()
+        return len(retention.purge_older_than(self._meta, self._segstore, self.conf, timestamp_ms, now_ms=now_ms()))
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError(f"log manager of {self.name!r} is closed")
+        self._ns.check_open()
+
+    def _remember(self, h: AsyncLogWriter | LogReader | AsyncLogReader) -> None:
+        with self._lock:
+            self._open.append(h)
+
+    def _forget(self, h: object) -> None:
+        with self._lock:
+            self._open = [x for x in self._open if x is not h]
+
+    def close(self) -> None:
+        """Close every writer and reader opened from this manager. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            handles, self._open = self._open, []
+        for h in handles:
+            h.close()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["LogManager", "WriteHandler"]

@@ -1,0 +1,369 @@
+"""The public writers: :class:`AsyncLogWriter` (``BKAsyncLogWriter``) and :class:`LogWriter`
+(``BKSyncLogWriter``).
+
+One writer per log: opening one takes the log's write lock and recovers any in-progress
+segment left behind (spec §6.1). Records are buffered into entries (``writerOutputBufferSize``)
+and become durable when their entry is appended; they become *visible* to readers once a
+control record follows them (``flush()``, ``enableImmediateFlush``,
+``periodicFlushFrequencyMilliSeconds``). Segments roll by time (``logSegmentRollingMinutes``
+> 0) or else by size (``maxLogSegmentBytes``).
+
+Deliberate differences from the reference, for safety:
+
+* transaction ids must be non-decreasing across the whole log, also within a segment (the
+  reference only logs a decreasing txid inside a segment);
+* a fenced writer stays fenced: every later write raises ``WriterFencedError`` (the reference
+  may try to start a new segment, which only a lock owner could do);
+* a roll happens before the record that triggers it, so the new segment's first txid is that
+  record's (the reference's sync writer does the same; its async writer reuses the previous
+  segment's last txid).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future
+
+from storage.config import Config
+from storage.dlsn import DLSN
+from storage.errors import (
+    AlreadyClosedError,
+    DLError,
+    EndOfStreamError,
+    InvalidArgumentError,
+    LogRecordTooLongError,
+    TransactionIdOutOfOrderError,
+    WriterFencedError,
+)
+from storage.entry import codec_from_name
+from storage.impl import retention
+from storage.impl.segment_writer import SegmentWriter
+from storage.impl.write_handler import WriteHandler, now_ms
+from storage.record import MAX_LOGRECORD_SIZE, MAX_TXID, LogRecord
+
+log = logging.getLogger(__name__)
+
+
+def _done(value: object = None, exc: BaseException | None = None) -> Future:  # type: ignore[type-arg]
+    f: Future = Future()  # type: ignore[type-arg]
+    if exc is not None:
+        f.set_exception(exc)
+    else:
+        f.set_result(value)
+    return f
+
+
+class AsyncLogWriter:
+    """Writes records to one log; each write returns a future resolving to its DLSN."""
+
+    def __init__(self, handler: WriteHandler, conf: Config, *, on_close: object = None) -> None:
+        self._h = handler
+        self._conf = conf
+        self._lock = threading.RLock()
+        self._seg: SegmentWriter | None = None
+        self._closed = False
+        self._stream_ended = False
+        self._fenced: WriterFencedError | None = None
+        self._on_close = on_close
+        self._codec = codec_from_name(str(conf.get("compressionType")))
+        self._threshold = int(conf.get("writerOutputBufferSize"))
+        self._roll_minutes = float(conf.get("logSegmentRollingMinutes"))
+        self._max_bytes = int(conf.get("maxLogSegmentBytes"))
+        self._immediate = bool(conf.get("enableImmediateFlush"))
+        self._purger = retention.TtlPurger(handler.meta, handler.segstore, conf)
+        self._last_txid = handler.recover()
+        self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        freq = int(conf.get("periodicFlushFrequencyMilliSeconds"))
+        if freq > 0:
+            self._flusher = threading.Thread(
+                target=self._periodic_flush, args=(freq / 2000.0,), name=f"dl-flush-{handler.name}", daemon=True
+            )
+            self._flusher.start()
+
+    # --- public API -----------------------------------------------------------------------
+    @property
+    def stream_name(self) -> str:
+        return self._h.name
+
+    def write(self, record: LogRecord) -> Future[DLSN]:
+        """Buffer a record; the future resolves to its DLSN once durable.
+
+        Errors are raised at once for bad input and state (``TransactionIdOutOfOrderError``,
+        ``LogRecordTooLongError``, ``EndOfStreamError``, ``AlreadyClosedError``,
+        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``); the future fails
+        with ``WriterFencedError``/``TransmitError``/``WriteCancelledError`` if the append does.
+        """
+        with self._lock:
+            self._check_record(record)
+            seg = self._segment_for(record.txid)
+            fut = seg.write(record)
+            self._last_txid = record.txid
+            return fut
+
+    def write_bulk(self, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
+        """Write several records in order; see :meth:`write`. A bad record fails the call
+        before anything of it is buffered only if it is the first; validate up front otherwise."""
+        recs = list(records)
+        with self._lock:
+            last = self._last_txid
+            for r in recs:  # validate everything first: nothing half-written on bad input
+                self._check_record(r, last_txid=last)
+                last = r.txid
+            return [self.write(r) for r in recs]
+
+    def flush(self) -> Future[DLSN]:
+        """Transmit buffered records and commit them (make them visible); the future
+        resolves to the DLSN of the last user record acknowledged (``DLSN.INVALID`` if none)."""
+        try:
+            return _done(self._flush_and_commit())
+        except DLError as e:
+            return _done(exc=e)
+
+    def truncate(self, dlsn: DLSN) -> Future[bool]:
+        """Mark everything before ``dlsn`` truncated (spec §6.8). The future fails with
+        ``InvalidArgumentError``/``IllegalStateError``/``LockingError``/``MetadataError``."""
+        try:
+            with self._lock:
+                self._check_open()
+                self._h.check_ownership()
+                return _done(retention.truncate(self._h.meta, dlsn))
+        except DLError as e:
+            return _done(exc=e)
+
+    def mark_end_of_stream(self) -> DLSN:
+        """Seal the log with an end-of-stream record and commit it; later writes raise
+        ``EndOfStreamError``. Calling it twice is fine.
+
+        Raises:
+            AlreadyClosedError, WriterFencedError, LockingError.
+        """
+        with self._lock:
+            self._check_open()
+            if self._stream_ended:
+                return DLSN.INVALID
+            if self._seg is None:
+                self._start_segment(MAX_TXID, for_eos=True)
+            assert self._seg is not None
+            fut = self._seg.write_end_of_stream()
+            self._stream_ended = True
+            self._flush_and_commit()
+            return fut.result()
+
+    def close(self) -> None:
+        """Commit what is buffered, complete the segment and release ownership. Errors
+        (e.g. the writer was fenced) are logged, not raised: the next owner recovers."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._seg is not None and self._fenced is None:
+                    self._complete_current()
+            except DLError as e:
+                log.warning("closing writer of %r: segment left for recovery: %s", self._h.name, e)
+                if self._seg is not None:
+                    self._seg.cancel_pending(e)
+                    self._seg.ledger.abort()
+            finally:
+                self._shutdown()
+
+    def abort(self) -> None:
+        """Stop without completing the segment (it stays in progress for the next owner)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._seg is not None:
+                self._seg.cancel_pending(AlreadyClosedError("writer aborted"))
+                self._seg.ledger.abort()
+            self._shutdown()
+
+    def __enter__(self) -> AsyncLogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals ------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        self._closed = True
+        self._stop.set()
+        self._seg = None
+        if self._h.lock is not None:
+            self._h.lock.release()
+        if callable(self._on_close):
+            self._on_close(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError(f"writer of {self._h.name!r} is closed")
+        if self._fenced is not None:
+            raise WriterFencedError(f"writer of {self._h.name!r} was fenced: {self._fenced}")
+
+    def _check_record(self, record: object, *, last_txid: int | None = None) -> None:
+        self._check_open()
+        if self._stream_ended:
+            raise EndOfStreamError(f"log {self._h.name!r} was marked end of stream: no more writes")
+        if not isinstance(record, LogRecord):
+            raise InvalidArgumentError(f"write needs a storage.LogRecord, got {type(record).__name__}")
+        txid = record.txid
+        last = self._last_txid if last_txid is None else last_txid
+        if txid < 0 or txid >= MAX_TXID:
+            raise TransactionIdOutOfOrderError(f"invalid transaction id {txid}", txid=txid, last_txid=last)
+        if txid < last:
+            raise TransactionIdOutOfOrderError(
+                f"transaction id {txid} is below the last written {last} on log {self._h.name!r}",
+                txid=txid,
+                last_txid=last,
+            )
+        if record.persistent_size > MAX_LOGRECORD_SIZE:
+            raise LogRecordTooLongError(
+                f"record of {record.persistent_size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
+            )
+        self._h.check_ownership()
+
+    def _segment_for(self, txid: int) -> SegmentWriter:
+        seg = self._seg
+        if seg is not None and seg.error is not None:
+            self._note_error(seg)
+            seg.check_writable()
+        if seg is None:
+            return self._start_segment(txid)
+        if seg.num_user_records > 0 and self._should_roll(seg):
+            self._complete_current()
+            return self._start_segment(txid)
+        return seg
+
+    def _note_error(self, seg: SegmentWriter) -> None:
+        if isinstance(seg.error, WriterFencedError) and self._fenced is None:
+            self._fenced = seg.error
+
+    def _should_roll(self, seg: SegmentWriter) -> bool:
+        if self._roll_minutes > 0:
+            return now_ms() - self._h.last_rollover_ms > self._roll_minutes * 60_000
+        return seg.ledger.bytes_written > self._max_bytes
+
+    def _start_segment(self, txid: int, *, for_eos: bool = False) -> SegmentWriter:
+        meta, ledger = self._h.start_segment(txid, for_eos=for_eos)
+        seg = SegmentWriter(meta, ledger, codec=self._codec, transmit_threshold=self._threshold, last_txid=txid)
+        if self._immediate:
+            seg.on_data_acked.append(lambda: self._commit_soon(seg))
+        self._seg = seg
+        self._purger.trigger(now_ms())
+        return seg
+
+    def _commit_soon(self, seg: SegmentWriter) -> None:
+        # Runs on the store's commit thread: hand off, never block it on the writer lock.
+        threading.Thread(target=self._commit_if_needed, args=(seg,), daemon=True).start()
+
+    def _commit_if_needed(self, seg: SegmentWriter) -> None:
+        with self._lock:
+            if self._seg is seg and not self._closed and seg.error is None and seg.needs_control():
+                seg.write_control()
+
+    def _flush_and_commit(self) -> DLSN:
+        with self._lock:
+            self._check_open()
+            seg = self._seg
+            if seg is None:
+                return DLSN.INVALID
+            try:
+                seg.transmit()
+                seg.wait_inflight()
+                if seg.needs_control():
+                    seg.write_control()
+                    seg.wait_inflight()
+            except WriterFencedError:
+                self._note_error(seg)
+                raise
+            return seg.last_acked_user_dlsn
+
+    def _complete_current(self) -> None:
+        seg = self._seg
+        assert seg is not None
+        self._flush_and_commit()
+        seg.ledger.close()
+        if seg.stream_ended:
+            last_txid = MAX_TXID
+        elif seg.num_user_records > 0:
+            last_txid = seg.last_txid
+        else:
+            last_txid = seg.metadata.first_txid
+        last = seg.last_acked_user_dlsn
+        if last == DLSN.INVALID:
+            last = DLSN(seg.lssn, -1, -1)
+        self._h.complete_segment(seg.metadata, last_txid, seg.position, last)
+        self._seg = None
+
+    def _periodic_flush(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            try:
+                with self._lock:
+                    seg = self._seg
+                    if self._closed or seg is None or seg.error is not None:
+                        continue
+                    if seg.has_pending():
+                        seg.transmit()
+                    elif seg.needs_control():
+                        seg.write_control()
+            except DLError as e:  # surfaced to the user by the next write/flush
+                log.debug("periodic flush of %r: %s", self._h.name, e)
+
+
+class LogWriter:
+    """The synchronous writer: ``write`` buffers, ``flush`` makes everything durable and visible."""
+
+    def __init__(self, inner: AsyncLogWriter) -> None:
+        self._w = inner
+        self._futures: list[Future[DLSN]] = []
+
+    def write(self, record: LogRecord) -> None:
+        """Buffer a record. Raises as :meth:`AsyncLogWriter.write`."""
+        self._futures.append(self._w.write(record))
+        if len(self._futures) > 4096:
+            self._futures = [f for f in self._futures if not f.done() or f.exception() is not None]
+
+    def write_bulk(self, records: Iterable[LogRecord]) -> None:
+        """Buffer several records (all validated before any is buffered)."""
+        self._futures.extend(self._w.write_bulk(records))
+
+    def flush(self) -> DLSN:
+        """Make everything written so far durable and visible; returns the DLSN of the last
+        user record (``DLSN.INVALID`` if nothing was written).
+
+        Raises:
+            WriterFencedError, TransmitError, AlreadyClosedError, LockingError.
+        """
+        last = self._w.flush().result()
+        futures, self._futures = self._futures, []
+        for f in futures:
+            exc = f.exception()
+            if exc is not None:
+                raise exc
+        return last
+
+    def mark_end_of_stream(self) -> None:
+        """Seal the log (end-of-stream record), then complete the segment."""
+        self._w.mark_end_of_stream()
+        with self._w._lock:
+            if self._w._seg is not None:
+                self._w._complete_current()
+
+    def truncate(self, dlsn: DLSN) -> bool:
+        """Mark everything before ``dlsn`` truncated; see :meth:`AsyncLogWriter.truncate`."""
+        return self._w.truncate(dlsn).result()
+
+    def close(self) -> None:
+        """Flush, complete the segment and release ownership."""
+        self._w.close()
+
+    def abort(self) -> None:
+        self._w.abort()
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
