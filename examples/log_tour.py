@@ -65,7 +65,9 @@ def main() -> None:
         print(f"tailed {len(tailed)} records from a producer process in {elapsed:.2f}s; in order: {in_order}")
 
         segments = dlm.log_segments()
-        print(f"segments: {len(segments)} (lssn {segments[0].lssn}..{segments[-1].lssn}), records: {dlm.record_count()}")
+        print(
+            f"segments: {len(segments)} (lssn {segments[0].lssn}..{segments[-1].lssn}), records: {dlm.record_count()}"
+        )
         print(f"first DLSN {dlm.first_dlsn()}  last DLSN {dlm.last_dlsn()}  last txid {dlm.last_txid()}")
 
         # 2. position by DLSN and by txid
@@ -85,8 +87,10 @@ def main() -> None:
         with dlm.open_reader(storage.DLSN.INITIAL) as r:
             first_left = r.read_next()
         assert first_left is not None
-        print(f"truncated at {mid.dlsn}: statuses {sorted(set(states))}; purged {purged} segments; "
-              f"a reader from the start now begins at txid {first_left.txid}")
+        print(
+            f"truncated at {mid.dlsn}: statuses {sorted(set(states))}; purged {purged} segments; "
+            f"a reader from the start now begins at txid {first_left.txid}"
+        )
 
         # 4. seal
         with dlm.open_writer() as w:

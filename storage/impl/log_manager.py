@@ -183,7 +183,9 @@ class LogManager:
         if last < max(start.entry_id, 0):
             return None
         for entry_id, data in self._segstore.read_entries(seg.ledger_id, max(start.entry_id, 0), last):
-            for r in decode_entry(data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries):
+            for r in decode_entry(
+                data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries
+            ):
                 if not r.is_control and not r.is_end_of_stream and r.dlsn >= start:
                     return r
         return None

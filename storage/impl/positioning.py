@@ -142,7 +142,9 @@ def first_user_record(segstore: SegmentStore, segments: list[LogSegmentMetadata]
             continue
         last = visible_last_entry(segstore, seg)
         for entry_id, data in segstore.read_entries(seg.ledger_id, 0, last) if last >= 0 else ():
-            recs = decode_entry(data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries)
+            recs = decode_entry(
+                data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries
+            )
             for r in recs:
                 if not r.is_control and not r.is_end_of_stream and r.dlsn >= DLSN.INITIAL:
                     return r

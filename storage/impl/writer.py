@@ -28,6 +28,7 @@ from concurrent.futures import Future
 
 from storage.config import Config
 from storage.dlsn import DLSN
+from storage.entry import codec_from_name
 from storage.errors import (
     AlreadyClosedError,
     DLError,
@@ -37,7 +38,6 @@ from storage.errors import (
     TransactionIdOutOfOrderError,
     WriterFencedError,
 )
-from storage.entry import codec_from_name
 from storage.impl import retention
 from storage.impl.segment_writer import SegmentWriter
 from storage.impl.write_handler import WriteHandler, now_ms

@@ -182,7 +182,6 @@ def do_create(c: sqlite3.Connection, path: str, data: bytes, make_parents: bool,
             (p, parent_of(p), p.rsplit("/", 1)[1], data if p == path else b"", now, now),
         )
         changed += [p, parent_of(p)]
-        break
 
 
 def do_set(c: sqlite3.Connection, path: str, data: bytes, version: int, changed: list[str]) -> int:

@@ -11,7 +11,21 @@ from tests.storage.test_writer_reader import read_all, write_segment
 
 @pytest.mark.parametrize(
     "name",
-    ["", "/", ".hidden", "<default>", "a/", "a//b", "a/./b", "a/../b", "with space", "nul\x00", "a<b", "tab\t", "\ud800x"],
+    [
+        "",
+        "/",
+        ".hidden",
+        "<default>",
+        "a/",
+        "a//b",
+        "a/./b",
+        "a/../b",
+        "with space",
+        "nul\x00",
+        "a<b",
+        "tab\t",
+        "\ud800x",
+    ],
 )
 def test_invalid_log_names(ns: storage.Namespace, name: str) -> None:
     with pytest.raises(storage.InvalidStreamNameError):
@@ -71,9 +85,8 @@ def test_bad_records_and_reader_starts(ns: storage.Namespace) -> None:
     for bad in [-1, "0", 1.5, True, None]:
         with pytest.raises(storage.InvalidArgumentError):
             dlm.open_reader(bad)  # type: ignore[arg-type]
-    with dlm.open_reader(DLSN.INITIAL) as r:
-        with pytest.raises(storage.InvalidArgumentError):
-            r.read_bulk(0)
+    with dlm.open_reader(DLSN.INITIAL) as r, pytest.raises(storage.InvalidArgumentError):
+        r.read_bulk(0)
 
 
 def test_closed_handles(ns_uri: str) -> None:

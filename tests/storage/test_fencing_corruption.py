@@ -72,7 +72,8 @@ def test_fenced_writer_in_process_fails_every_later_write(ns: storage.Namespace)
 def _frame_offsets(path: str) -> list[tuple[int, int]]:
     """(payload offset, length) of every frame of a local ledger file: 64-byte header, then
     frames of [u32 length][i64 entry id][i64 lac][u32 crc32c][payload]."""
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     out, off = [], 64
     while off + 24 <= len(data):
         (length,) = struct.unpack_from(">I", data, off)

@@ -44,7 +44,7 @@ def test_reader_by_txid_lands_in_later_entry_with_control_entries(ns: storage.Na
         for t in range(1, 21):
             w.write(LogRecord(t, b"v"))
             w.flush()  # data entry, control entry, data entry, ...
-    assert [r.dlsn for r in read_all(dlm, 7)][0] == DLSN(1, 12, 0)
+    assert read_all(dlm, 7)[0].dlsn == DLSN(1, 12, 0)
     assert [r.txid for r in read_all(dlm, 7)] == list(range(7, 21))
 
 

@@ -123,8 +123,10 @@ def test_writer_sigkilled_20_seeded_cycles(ns_uri: str, subprocess_env: dict[str
         segments = dlm.log_segments()
     lost = set(acked) - set(txids)
     duplicated = len(txids) - len(set(txids))
-    print(f"crash cycles: 20, acked {len(acked)}, read {len(txids)}, lost {len(lost)}, duplicated {duplicated}, "
-          f"segments {len(segments)}")
+    print(
+        f"crash cycles: 20, acked {len(acked)}, read {len(txids)}, lost {len(lost)}, duplicated {duplicated}, "
+        f"segments {len(segments)}"
+    )
     assert not lost and duplicated == 0
     assert txids == sorted(txids)
     assert all(s.lssn == i + 1 for i, s in enumerate(segments))
@@ -144,4 +146,3 @@ def test_multiprocess_tail_100k(ns_uri: str, subprocess_env: dict[str, str]) -> 
         done = reader.wait_for("done", timeout=300)
     print(f"tail: {done}")
     assert done["seen"] == 100000 and done["in_order"] is True
-
