@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ from storage.record import (
     LogRecord,
     make_control_record,
     make_end_of_stream_record,
+    record_set_count,
 )
 from storage.segment_metadata import LogSegmentMetadata
 from storage.segstore.base import LedgerWriter
@@ -85,7 +87,7 @@ class SegmentWriter:
         self._last_acked_data_entry = -1  # last acked entry holding user (or EoS) records
         self._control_covers = -1  # data entries up to here are published by a control record
         self.error: DLError | None = None
-        self.on_data_acked: list[object] = []  # callables set by the owner (immediate flush)
+        self.on_data_acked: list[Callable[[], None]] = []  # set by the owner (immediate flush)
 
     # --- writes -------------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -107,12 +109,13 @@ class SegmentWriter:
             raise LogRecordTooLongError(f"record of {size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}")
         if self._builder.num_bytes + size > MAX_LOGRECORDSET_SIZE:
             self.transmit()
-        self.position += 1
-        slot = self._builder.add(record.with_position(self.position))
+        members = record_set_count(record.payload) if record.is_record_set else 1
+        slot = self._builder.add(record.with_position(self.position + 1))
+        self.position += members  # a record set occupies one position per member
         fut: Future[DLSN] = Future()
         self._packet.futures.append((fut, slot))
         self._packet.has_user_records = True
-        self._packet.last_user_slot = slot
+        self._packet.last_user_slot = slot + members - 1
         self.last_txid = record.txid
         self.num_user_records += 1
         self._outstanding_bytes += size
@@ -198,7 +201,7 @@ class SegmentWriter:
                 rf.set_result(DLSN(self.lssn, entry_id, slot))
         if packet.has_user_records:
             for cb in self.on_data_acked:
-                cb()  # type: ignore[operator]
+                cb()
 
     def _set_error(self, err: DLError) -> None:
         with self._ack_lock:

@@ -76,6 +76,9 @@ class AsyncLogWriter:
         self._last_txid = handler.recover()
         self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
         self._stop = threading.Event()
+        self._commit_wanted = threading.Event()
+        if self._immediate:
+            threading.Thread(target=self._immediate_commits, name=f"dl-commit-{handler.name}", daemon=True).start()
         self._flusher: threading.Thread | None = None
         freq = int(conf.get("periodicFlushFrequencyMilliSeconds"))
         if freq > 0:
@@ -190,6 +193,7 @@ class AsyncLogWriter:
     def _shutdown(self) -> None:
         self._closed = True
         self._stop.set()
+        self._commit_wanted.set()
         self._seg = None
         if self._h.lock is not None:
             self._h.lock.release()
@@ -208,6 +212,8 @@ class AsyncLogWriter:
             raise EndOfStreamError(f"log {self._h.name!r} was marked end of stream: no more writes")
         if not isinstance(record, LogRecord):
             raise InvalidArgumentError(f"write needs a storage.LogRecord, got {type(record).__name__}")
+        if record.is_control or record.is_end_of_stream:
+            raise InvalidArgumentError("control and end-of-stream records are written by the writer, not the application")
         txid = record.txid
         last = self._last_txid if last_txid is None else last_txid
         if txid < 0 or txid >= MAX_TXID:
@@ -249,19 +255,27 @@ class AsyncLogWriter:
         meta, ledger = self._h.start_segment(txid, for_eos=for_eos)
         seg = SegmentWriter(meta, ledger, codec=self._codec, transmit_threshold=self._threshold, last_txid=txid)
         if self._immediate:
-            seg.on_data_acked.append(lambda: self._commit_soon(seg))
+            seg.on_data_acked.append(self._commit_wanted.set)
         self._seg = seg
         self._purger.trigger(now_ms())
         return seg
 
-    def _commit_soon(self, seg: SegmentWriter) -> None:
-        # Runs on the store's commit thread: hand off, never block it on the writer lock.
-        threading.Thread(target=self._commit_if_needed, args=(seg,), daemon=True).start()
-
-    def _commit_if_needed(self, seg: SegmentWriter) -> None:
-        with self._lock:
-            if self._seg is seg and not self._closed and seg.error is None and seg.needs_control():
-                seg.write_control()
+    def _immediate_commits(self) -> None:
+        # enableImmediateFlush: after data is acknowledged, publish it with a control record.
+        # Acks arrive on the segment store's commit thread, which must never wait for the
+        # writer lock, so they only set an event; this thread coalesces them into commits.
+        while True:
+            self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            if self._stop.is_set():
+                return
+            try:
+                with self._lock:
+                    seg = self._seg
+                    if seg is not None and not self._closed and seg.error is None and seg.needs_control():
+                        seg.write_control()
+            except DLError as e:  # surfaced to the user by the next write/flush
+                log.debug("immediate flush of %r: %s", self._h.name, e)
 
     def _flush_and_commit(self) -> DLSN:
         with self._lock:

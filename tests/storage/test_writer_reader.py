@@ -178,3 +178,61 @@ def test_reopen_writer_continues_with_next_lssn(ns: storage.Namespace) -> None:
     assert dlm.record_count() == 15
     assert dlm.record_count(DLSN(2, 2, 0)) == 8
     assert dlm.record_count(DLSN(3, 0, 0)) == 5
+
+
+def test_record_sets_expand_into_members_with_contiguous_positions(ns: storage.Namespace) -> None:
+    from storage.recordset import RecordSetWriter
+
+    dlm = ns.open_log("sets", {"writerOutputBufferSize": 1 << 20})
+    rs = RecordSetWriter(1)  # LZ4
+    for i in range(5):
+        rs.write(f"member-{i}".encode())
+    w = dlm.open_async_writer()
+    futures = [w.write(LogRecord(t, payload(t))) for t in (1, 2, 3)]
+    futures.append(w.write(rs.to_record(4)))
+    futures += [w.write(LogRecord(t, payload(t))) for t in (5, 6)]
+    assert w.flush().result(10) == DLSN(1, 0, 9)
+    assert [f.result(10) for f in futures] == [DLSN(1, 0, s) for s in (0, 1, 2, 3, 8, 9)]
+    w.close()
+    recs = read_all(dlm)
+    assert [r.dlsn for r in recs] == [DLSN(1, 0, s) for s in range(10)]
+    assert [r.txid for r in recs] == [1, 2, 3, 4, 4, 4, 4, 4, 5, 6]
+    assert [r.sequence_id for r in recs] == list(range(10))
+    assert [r.payload for r in recs[3:8]] == [f"member-{i}".encode() for i in range(5)]
+    (seg,) = dlm.log_segments()
+    assert seg.record_count == 10
+    assert read_all(dlm, DLSN(1, 0, 6))[0].payload == b"member-3"
+
+
+def test_application_cannot_write_control_records(ns: storage.Namespace) -> None:
+    from storage.record import CONTROL
+
+    with ns.open_log("ctl").open_writer() as w, pytest.raises(storage.InvalidArgumentError):
+        w.write(LogRecord(1, b"x", flags=CONTROL))
+
+
+def test_record_counts_like_read_handler(ns: storage.Namespace) -> None:
+    """After TestBKLogReadHandler#testGetLogRecordCount*: completed segments count from their
+    metadata, the in-progress one from its last visible record."""
+    dlm = ns.open_log("counts")
+    ns.create_log("counts")
+    assert dlm.record_count() == 0
+    for i in range(3):
+        write_segment(dlm, 1 + 10 * i, 10)
+    assert dlm.record_count() == 30
+    assert dlm.record_count(DLSN(1, 0, 0)) == 30
+    assert dlm.record_count(DLSN(1, 5, 0)) == 25
+    assert dlm.record_count(DLSN(2, 0, 0)) == 20
+    assert dlm.record_count(DLSN(3, 9, 0)) == 1
+    assert dlm.record_count(DLSN(4, 0, 0)) == 0
+    w = dlm.open_async_writer()
+    for t in range(31, 36):
+        w.write(LogRecord(t, payload(t))).result(10)
+    # Entry 4 (txid 35) is not yet confirmed: readers see 4 of the 5 in-progress records.
+    assert dlm.record_count() == 34
+    assert dlm.record_count(DLSN(4, 2, 0)) == 2
+    w.flush().result(10)
+    assert dlm.record_count() == 35
+    assert dlm.last_dlsn() == DLSN(4, 4, 0) and dlm.last_txid() == 35
+    w.close()
+    assert dlm.record_count() == 35

@@ -195,3 +195,18 @@ def test_watch_latency_and_close_stops_thread(db: str) -> None:
         assert any(n.startswith("metastore-watch") for n in threads_before)
         reader.close()
         assert not any(t.name.startswith("metastore-watch") and t.is_alive() for t in threading.enumerate())
+
+
+def test_failing_callback_does_not_stop_other_watches(store: SqliteMetadataStore, db: str) -> None:
+    store.create("/w")
+
+    def boom(path: str) -> None:
+        raise RuntimeError("callback failure")
+
+    store.watch("/w", boom)
+    ev, _, _ = _watch_event(store, "/w")
+    store.set("/w", b"1")
+    assert ev.wait(WAIT_S)
+    ev.clear()
+    _run(_workers.mutate, db, "set", "/w", b"2")
+    assert ev.wait(WAIT_S)

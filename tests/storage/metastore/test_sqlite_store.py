@@ -327,3 +327,26 @@ def test_lock_waits_forever_until_released(store: SqliteMetadataStore, db: str) 
     with SqliteMetadataStore(db) as other:
         lk2 = other.lock("/l", "second", -1)
         assert lk2.is_held() and not lk.is_held()
+
+
+def test_threads_share_stores(db: str) -> None:
+    threads_per_store, per_thread = 4, 30
+    with SqliteMetadataStore(db) as a, SqliteMetadataStore(db) as b:
+        a.create("/counter", b"0")
+
+        def work(store: SqliteMetadataStore) -> None:
+            for _ in range(per_thread):
+                while True:
+                    cur = store.get("/counter")
+                    try:
+                        store.set("/counter", b"%d" % (int(cur.value) + 1), cur.version)
+                        break
+                    except MetadataVersionError:
+                        pass
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in (a, b) for _ in range(threads_per_store)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert b.get("/counter") == Versioned(b"%d" % (2 * threads_per_store * per_thread), 2 * threads_per_store * per_thread)
