@@ -229,6 +229,7 @@ class WriteResult:
     bytes_per_fsync: float
     entries_per_fsync: float
     counted: bool  # fsyncs read from the ledger writers (else assumed one per buffer)
+    raw_rate_at_buffer: float | None  # raw rate with buffer_size bytes per fsync (context)
 
 
 def bench_write(ws: Workspace, records: list[storage.LogRecord], buffer_size: int, reps: int) -> WriteResult:
@@ -239,6 +240,7 @@ def bench_write(ws: Workspace, records: list[storage.LogRecord], buffer_size: in
     syncs: list[float] = []
     per_sync_bytes: list[float] = []
     per_sync_entries: list[float] = []
+    at_buffer: list[float] = []
     counted = True
     for _ in range(reps):
         w = run_async_writer(ws, records, buffer_size)
@@ -254,6 +256,8 @@ def bench_write(ws: Workspace, records: list[storage.LogRecord], buffer_size: in
         syncs.append(fsyncs)
         per_sync_bytes.append(w.data_bytes / fsyncs)
         per_sync_entries.append(w.entries / fsyncs)
+        if buffer_size > 0:
+            at_buffer.append(n / run_raw_write(ws, w.data_bytes, math.ceil(w.data_bytes / buffer_size)))
     return WriteResult(
         buffer_size,
         median(w_rates),
@@ -263,6 +267,7 @@ def bench_write(ws: Workspace, records: list[storage.LogRecord], buffer_size: in
         median(per_sync_bytes),
         median(per_sync_entries),
         counted,
+        median(at_buffer) if at_buffer else None,
     )
 
 
@@ -504,6 +509,29 @@ def profile_writer(ws: Workspace, n: int, buffer_size: int, top: int = 15) -> st
     return out.getvalue()
 
 
+def profile_reader(ws: Workspace, n: int, top: int = 15) -> str:
+    """cProfile of reading ``n`` records of a completed segment with the public reader."""
+    records = make_records(n)
+    bns = BenchNamespace(ws.fresh("profile-read"))
+    prof = cProfile.Profile()
+    try:
+        dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(1 << 20))
+        with dlm.open_writer() as w:
+            w.write_bulk(records)
+            w.flush()
+        plain_read(bns.ledger_files())
+        t0 = time.perf_counter()
+        got = prof.runcall(reader_read, dlm)
+        seconds = time.perf_counter() - t0
+    finally:
+        bns.close()
+    out = io.StringIO()
+    out.write(f"### reader: {got:,} records in {seconds:.2f} s (profiled)\n\n```\n")
+    pstats.Stats(prof, stream=out).strip_dirs().sort_stats("cumulative").print_stats(top)
+    out.write("```\n")
+    return out.getvalue()
+
+
 # --- report -----------------------------------------------------------------------------------
 def yes_no(ok: bool) -> str:
     return "**yes**" if ok else "**NO**"
@@ -526,11 +554,14 @@ def render(
     ]
     for w in writes:
         how = "" if w.counted else " (assumed)"
+        ref = ""
+        if w.raw_rate_at_buffer is not None:
+            ref = f"; for reference at {fmt_bytes(w.buffer_size)}/fsync: {fmt_rate(w.raw_rate_at_buffer)}"
         lines.append(
             f"| (a) async writer, writerOutputBufferSize={fmt_bytes(w.buffer_size) if w.buffer_size else '0'}"
             f" | {fmt_rate(w.writer_rate)}"
             f" | os.write+fdatasync, {fmt_bytes(w.bytes_per_fsync)}/fsync ({w.fsyncs:,.0f} fsyncs{how},"
-            f" {w.entries_per_fsync:,.1f} entries/fsync): {fmt_rate(w.raw_rate)}"
+            f" {w.entries_per_fsync:,.1f} entries/fsync): {fmt_rate(w.raw_rate)}{ref}"
             f" | {w.ratio:.2f} | >= {TARGET_WRITE_RATIO} | {yes_no(w.ratio >= TARGET_WRITE_RATIO)} |"
         )
     per_sync = f", {lat.records_per_fsync:,.1f} rec/fsync" if lat.records_per_fsync else ""
@@ -564,7 +595,9 @@ def render(
         "(a) times N async `write()` calls, the final `flush()` and every future's resolution (records built "
         "beforehand; writer opening and closing untimed); the raw baseline appends the same bytes the ledger "
         "files hold, in as many `os.write` + `os.fdatasync` rounds as the ledger writers' `sync_count` shows, "
-        "so both pay the same bytes per fsync. (b) uses writerOutputBufferSize 0 without immediate flush, so "
+        "so both pay the same bytes per fsync (the reference figure uses writerOutputBufferSize bytes per fsync "
+        "instead: what the disk gives if every entry were synced alone). "
+        "(b) uses writerOutputBufferSize 0 without immediate flush, so "
         "every record is its own entry and group commit batches them; writes are paced by a token bucket "
         "(burst 32) at half the rate (a) measured for that configuration, and each latency runs from the "
         "`write()` call to a done-callback timestamp. (c) writes N records once with a 1 MiB buffer and "
@@ -595,7 +628,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-records", type=int, default=20_000, help="records for (b) (default 20,000)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (default 3)")
     parser.add_argument("--dir", type=Path, default=None, help="data directory (default: a fresh temp dir)")
-    parser.add_argument("--profile", action="store_true", help="print cProfile of 20,000 async writes instead")
+    parser.add_argument(
+        "--profile", action="store_true", help="print cProfiles of 20,000 async writes and 50,000 reads instead"
+    )
     args = parser.parse_args(argv)
     if args.records < 1 or args.latency_records < 1 or args.reps < 1:
         parser.error("--records, --latency-records and --reps must be >= 1")
@@ -612,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             for buffer_size in (64 * KIB, 0):
                 print(profile_writer(ws, 20_000, buffer_size))
+            print(profile_reader(ws, 50_000))
             return 0
         records = make_records(args.records)
         print(f"writing {args.records:,} records x {args.reps} ({base}) ...", file=sys.stderr, flush=True)

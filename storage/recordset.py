@@ -84,7 +84,17 @@ def codec_from_name(name: str) -> CompressionCodec:
     return CompressionCodec.UNKNOWN
 
 
+_WRITABLE = {0: CompressionCodec.NONE, 1: CompressionCodec.LZ4}
+
+
 def _codec(codec: Any) -> CompressionCodec:
+    if type(codec) is not bool:  # fast path: a valid int or CompressionCodec (called per entry)
+        try:
+            known = _WRITABLE.get(codec)
+        except TypeError:
+            known = None
+        if known is not None:
+            return known
     try:
         value = CompressionCodec(codec)
     except (ValueError, TypeError):

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from storage._futures import FutureGroup
 from storage.dlsn import DLSN
 from storage.entry import EntryBuilder
 from storage.errors import (
@@ -48,9 +49,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Packet:
-    """One transmitted entry and the futures of the records in it."""
+    """One transmitted entry and the futures of the records in it (slot of each future)."""
 
-    futures: list[tuple[Future[DLSN], int]] = field(default_factory=list)
+    futures: list[Future[DLSN]] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
     has_user_records: bool = False
     last_user_slot: int = -1
     is_eos: bool = False
@@ -74,6 +76,7 @@ class SegmentWriter:
         self._codec = codec
         self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
         self._builder = EntryBuilder()
+        self._group = FutureGroup()
         self._packet = _Packet()
         self._outstanding_bytes = 0
         self.position = 0  # user records written to this segment so far
@@ -82,7 +85,9 @@ class SegmentWriter:
         self.stream_ended = False
         # --- ack-side state (segment store commit thread) ---
         self._ack_lock = threading.Lock()
-        self._inflight: list[Future[int]] = []
+        self._acks_done = threading.Condition(self._ack_lock)
+        self._transmitted = 0  # entries handed to the ledger
+        self._settled = 0  # entries whose ack (or failure) has been fully processed
         self.last_acked_user_dlsn = DLSN.INVALID
         self._last_acked_data_entry = -1  # last acked entry holding user (or EoS) records
         self._control_covers = -1  # data entries up to here are published by a control record
@@ -112,8 +117,9 @@ class SegmentWriter:
         members = record_set_count(record.payload) if record.is_record_set else 1
         slot = self._builder.add(record.with_position(self.position + 1))
         self.position += members  # a record set occupies one position per member
-        fut: Future[DLSN] = Future()
-        self._packet.futures.append((fut, slot))
+        fut: Future[DLSN] = self._group.new()
+        self._packet.futures.append(fut)
+        self._packet.slots.append(slot)
         self._packet.has_user_records = True
         self._packet.last_user_slot = slot + members - 1
         self.last_txid = record.txid
@@ -147,8 +153,9 @@ class SegmentWriter:
         self.check_writable()
         self.transmit()
         slot = self._builder.add(make_end_of_stream_record(self.position))
-        fut: Future[DLSN] = Future()
-        self._packet.futures.append((fut, slot))
+        fut: Future[DLSN] = self._group.new()
+        self._packet.futures.append(fut)
+        self._packet.slots.append(slot)
         self._packet.is_eos = True
         self.stream_ended = True
         self.transmit()
@@ -176,12 +183,20 @@ class SegmentWriter:
             self._fail_packet(packet, e)
             return None
         with self._ack_lock:
-            self._inflight.append(fut)
+            self._transmitted += 1
         fut.add_done_callback(lambda f: self._on_ack(f, packet))
         return fut
 
     # --- acks -----------------------------------------------------------------------------
     def _on_ack(self, fut: Future[int], packet: _Packet) -> None:
+        try:
+            self._process_ack(fut, packet)
+        finally:
+            with self._acks_done:
+                self._settled += 1
+                self._acks_done.notify_all()
+
+    def _process_ack(self, fut: Future[int], packet: _Packet) -> None:
         exc = fut.exception()
         if exc is not None:
             err = exc if isinstance(exc, DLError) else TransmitError(f"append to log segment {self.lssn} failed: {exc}")
@@ -191,14 +206,13 @@ class SegmentWriter:
         entry_id = fut.result()
         with self._ack_lock:
             if packet.is_eos:
-                self.last_acked_user_dlsn = DLSN(self.lssn, entry_id, packet.futures[-1][1])
+                self.last_acked_user_dlsn = DLSN(self.lssn, entry_id, packet.slots[-1])
                 self._last_acked_data_entry = entry_id
             elif packet.has_user_records:
                 self.last_acked_user_dlsn = DLSN(self.lssn, entry_id, packet.last_user_slot)
                 self._last_acked_data_entry = entry_id
-        for rf, slot in packet.futures:
-            if not rf.done():
-                rf.set_result(DLSN(self.lssn, entry_id, slot))
+        lssn = self.lssn
+        self._group.resolve(packet.futures, [DLSN(lssn, entry_id, slot) for slot in packet.slots])
         if packet.has_user_records:
             for cb in self.on_data_acked:
                 cb()
@@ -209,26 +223,18 @@ class SegmentWriter:
                 self.error = err
                 log.warning("log segment %s entered error state: %s", self.lssn, err)
 
-    @staticmethod
-    def _fail_packet(packet: _Packet, err: BaseException) -> None:
-        for rf, _ in packet.futures:
-            if not rf.done():
-                rf.set_exception(err)
+    def _fail_packet(self, packet: _Packet, err: BaseException) -> None:
+        self._group.resolve(packet.futures, exc=err)
 
     def wait_inflight(self) -> None:
-        """Wait until every transmitted entry is acknowledged or failed; raise the first error.
+        """Wait until every transmitted entry's ack (or failure) has been processed; raise the
+        segment's error if it has one.
 
         Raises:
             WriterFencedError, WriteError.
         """
-        with self._ack_lock:
-            pending = list(self._inflight)
-            self._inflight.clear()
-        for f in pending:
-            try:
-                f.result()
-            except Exception:
-                pass
+        with self._acks_done:
+            self._acks_done.wait_for(lambda: self._settled >= self._transmitted)
         self.check_writable()
 
     def cancel_pending(self, cause: DLError) -> None:

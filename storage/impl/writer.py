@@ -213,7 +213,9 @@ class AsyncLogWriter:
         if not isinstance(record, LogRecord):
             raise InvalidArgumentError(f"write needs a storage.LogRecord, got {type(record).__name__}")
         if record.is_control or record.is_end_of_stream:
-            raise InvalidArgumentError("control and end-of-stream records are written by the writer, not the application")
+            raise InvalidArgumentError(
+                "control and end-of-stream records are written by the writer, not the application"
+            )
         txid = record.txid
         last = self._last_txid if last_txid is None else last_txid
         if txid < 0 or txid >= MAX_TXID:

@@ -123,8 +123,8 @@ class ChangeWatcher:
                         last_dv = None
                     dv = int(conn.execute("PRAGMA data_version").fetchone()[0])
                     if dv != last_dv:
-                        last_dv = dv
                         self._dispatch(conn)
+                        last_dv = dv  # only once every row up to this commit was dispatched
                         delay = FAST_S
                     self._call_pending()
                 except Exception:  # sqlite3.Error, or a connection that cannot be opened right now

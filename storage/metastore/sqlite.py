@@ -77,9 +77,10 @@ class SqliteMetadataStore(MetadataStore):
     """
 
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
-        if not isinstance(db_path, (str, os.PathLike)):
-            raise InvalidArgumentError(f"db_path must be a path, not {type(db_path).__name__}")
-        self._db_path = os.path.abspath(os.fspath(db_path))
+        fs_path = os.fspath(db_path) if isinstance(db_path, (str, os.PathLike)) else None
+        if not isinstance(fs_path, str) or not fs_path:
+            raise InvalidArgumentError(f"db_path must be a str path, not {db_path!r}")
+        self._db_path = os.path.abspath(fs_path)
         self._lock_dir = self._db_path + ".locks"
         self._mu = threading.Lock()
         self._closed = False

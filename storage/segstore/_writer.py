@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import threading
 from array import array
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 
+from storage._futures import FutureGroup
 from storage.errors import (
     AlreadyClosedError,
     DLError,
@@ -33,6 +33,7 @@ class LocalLedgerWriter(LedgerWriter):
     """
 
     def __init__(self, ledger_id: int, fd: int, path: str) -> None:
+        self._futures = FutureGroup()  # cheap futures resolved a batch at a time
         self._ledger_id = ledger_id
         self._fd = fd
         self._path = path
@@ -76,7 +77,7 @@ class LocalLedgerWriter(LedgerWriter):
         payload = bytes(data)
         if len(payload) > lf.MAX_ENTRY_SIZE:
             raise InvalidArgumentError(f"entry of {len(payload)} bytes exceeds {lf.MAX_ENTRY_SIZE}")
-        fut: Future[int] = Future()
+        fut: Future[int] = self._futures.new()
         with self._cond:
             if self._state != _OPEN:
                 raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
@@ -133,8 +134,7 @@ class LocalLedgerWriter(LedgerWriter):
             cancelled = [fut for _, _, fut in self._queue] + self._in_flight
             self._queue = []
             self._cond.notify_all()
-        for fut in cancelled:
-            _settle(fut, WriteCancelledError(f"writer of ledger {self._ledger_id} aborted"))
+        self._futures.resolve(cancelled, exc=WriteCancelledError(f"writer of ledger {self._ledger_id} aborted"))
         self._join()
         with self._cond:
             self._close_fd()
@@ -176,8 +176,11 @@ class LocalLedgerWriter(LedgerWriter):
                     self._error = error
                 self._in_flight = []
                 self._cond.notify_all()
-            for entry_id, _, fut in batch:
-                _settle(fut, entry_id if error is None else _copy_error(error))
+            futures = [fut for _, _, fut in batch]
+            if error is None:
+                self._futures.resolve(futures, [entry_id for entry_id, _, _ in batch])
+            else:
+                self._futures.resolve(futures, exc=_copy_error(error))
 
     def _write_batch(self, batch: list[tuple[int, bytes, Future[int]]], lac: int) -> None:
         buf, rel = lf.encode_frames([(eid, data) for eid, data, _ in batch], lac)
@@ -227,15 +230,6 @@ class LocalLedgerWriter(LedgerWriter):
             return exc
         finally:
             self._close_fd()
-
-
-def _settle(fut: Future[int], outcome: int | BaseException) -> None:
-    """Resolve ``fut`` unless it was already failed (by ``abort``)."""
-    with contextlib.suppress(InvalidStateError):
-        if isinstance(outcome, BaseException):
-            fut.set_exception(outcome)
-        else:
-            fut.set_result(outcome)
 
 
 def _copy_error(err: DLError) -> DLError:

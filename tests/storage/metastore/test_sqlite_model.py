@@ -26,7 +26,9 @@ class ModelError(Exception):
 def _valid(path: str) -> bool:
     if path == "/":
         return True
-    return path.startswith("/") and not path.endswith("/") and all(p not in ("", ".", "..") for p in path[1:].split("/"))
+    return (
+        path.startswith("/") and not path.endswith("/") and all(p not in ("", ".", "..") for p in path[1:].split("/"))
+    )
 
 
 def _parent(path: str) -> str:

@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def store(db: str) -> Iterator[SqliteMetadataStore]:
     s.close()
 
 
-def _run(target: object, *args: object) -> None:
+def _run(target: Callable[..., object], *args: object) -> None:
     p = CTX.Process(target=target, args=args)
     p.start()
     p.join(60)
@@ -42,7 +42,9 @@ def test_concurrent_cas_increments(store: SqliteMetadataStore, db: str) -> None:
     procs, per_proc = 4, 50
     store.create("/counter", b"0")
     go, out = CTX.Event(), CTX.Queue()
-    workers = [CTX.Process(target=_workers.cas_increments, args=(db, "/counter", per_proc, go, out)) for _ in range(procs)]
+    workers = [
+        CTX.Process(target=_workers.cas_increments, args=(db, "/counter", per_proc, go, out)) for _ in range(procs)
+    ]
     for w in workers:
         w.start()
     go.set()
@@ -141,7 +143,7 @@ def _watch_event(store: SqliteMetadataStore, path: str) -> tuple[threading.Event
 
 def test_watch_sees_data_change_from_other_process(store: SqliteMetadataStore, db: str) -> None:
     store.create("/w", b"0")
-    ev, times, _ = _watch_event(store, "/w")
+    ev, _, _ = _watch_event(store, "/w")
     _run(_workers.mutate, db, "set", "/w", b"1")
     assert ev.wait(WAIT_S)
     assert store.get("/w").value == b"1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,7 @@ from storage.errors import (
     OwnershipAcquireFailedError,
 )
 from storage.metastore import _sqlite_tree, sqlite
-from storage.metastore.base import Check, Create, Delete, SetData, Versioned
+from storage.metastore.base import Check, Create, Delete, Op, SetData, Versioned
 from storage.metastore.sqlite import SqliteMetadataStore
 
 
@@ -42,6 +42,11 @@ def test_root_exists_and_reopen_keeps_data(db: str) -> None:
     with SqliteMetadataStore(db) as s:
         assert s.get("/") == Versioned(b"", 0)
         s.create("/a", b"hello")
+        raw = sqlite3.connect(db)
+        try:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        finally:
+            raw.close()
     with SqliteMetadataStore(db) as s:
         assert s.get("/a") == Versioned(b"hello", 0)
         assert s.children("/") == ["a"]
@@ -69,10 +74,10 @@ def test_versions_and_cas(store: SqliteMetadataStore) -> None:
 def test_empty_and_binary_data(store: SqliteMetadataStore) -> None:
     blob = bytes(range(256)) * 10
     store.create("/e")
-    store.create("/b", bytearray(blob))
+    store.create("/b", bytearray(blob))  # type: ignore[arg-type]
     assert store.get("/e").value == b""
     assert store.get("/b").value == blob
-    store.set("/e", memoryview(b"mv"))
+    store.set("/e", memoryview(b"mv"))  # type: ignore[arg-type]
     assert store.get("/e") == Versioned(b"mv", 1)
 
 
@@ -115,7 +120,19 @@ def test_delete_with_children(store: SqliteMetadataStore) -> None:
 
 
 def test_children_sorted(store: SqliteMetadataStore) -> None:
-    names = ["b", "a", "B", "a1", "10", "9", "é", "z", "_", "inprogress_000000000000000002", "logrecs_000000000000000001"]
+    names = [
+        "b",
+        "a",
+        "B",
+        "a1",
+        "10",
+        "9",
+        "é",
+        "z",
+        "_",
+        "inprogress_000000000000000002",
+        "logrecs_000000000000000001",
+    ]
     for n in names:
         store.create("/p/" + n, make_parents=True)
     store.create("/p/a1/deeper")
@@ -157,13 +174,13 @@ def test_multi_applies_in_order(store: SqliteMetadataStore) -> None:
         (Delete("/a"), MetadataError),  # /a has a child created by op 1
     ],
 )
-def test_multi_all_or_nothing(store: SqliteMetadataStore, third: object, error: type[DLError]) -> None:
+def test_multi_all_or_nothing(store: SqliteMetadataStore, third: Op, error: type[DLError]) -> None:
     store.create("/a", b"a0")
     store.create("/b", b"b0")
     store.create("/x", b"x0")
-    ops = [Create("/a/child", b"c"), SetData("/a", b"a1", 0), third, SetData("/b", b"b1")]
+    ops: list[Op] = [Create("/a/child", b"c"), SetData("/a", b"a1", 0), third, SetData("/b", b"b1")]
     with pytest.raises(error) as ei:
-        store.multi(ops)  # type: ignore[list-item]
+        store.multi(ops)
     assert type(ei.value) is error
     assert "#2" in str(ei.value)
     assert store.exists("/a/child") is None
@@ -174,12 +191,26 @@ def test_multi_all_or_nothing(store: SqliteMetadataStore, third: object, error: 
 
 
 # --- bad input, busy, close ---------------------------------------------------------------
-BAD_PATHS: list[object] = ["", "a", "a/b", "/a/", "//", "/a//b", "/a/./b", "/..", "/a\x00b", "/a\x01", "/\ud800", 7, None]
+BAD_PATHS: list[object] = [
+    "",
+    "a",
+    "a/b",
+    "/a/",
+    "//",
+    "/a//b",
+    "/a/./b",
+    "/..",
+    "/a\x00b",
+    "/a\x01",
+    "/\ud800",
+    7,
+    None,
+]
 
 
 @pytest.mark.parametrize("path", BAD_PATHS)
 def test_bad_paths(store: SqliteMetadataStore, path: object) -> None:
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: store.get(path),  # type: ignore[arg-type]
         lambda: store.exists(path),  # type: ignore[arg-type]
         lambda: store.children(path),  # type: ignore[arg-type]
@@ -198,7 +229,7 @@ def test_bad_paths(store: SqliteMetadataStore, path: object) -> None:
 
 def test_bad_arguments(store: SqliteMetadataStore, tmp_path: Path) -> None:
     store.create("/n")
-    bad = [
+    bad: list[Callable[[], object]] = [
         lambda: store.create("/m", "text"),  # type: ignore[arg-type]
         lambda: store.set("/n", None),  # type: ignore[arg-type]
         lambda: store.set("/n", b"", -2),
@@ -259,7 +290,7 @@ def test_closed_store(db: str) -> None:
     store.close()  # idempotent
     assert not lk.is_held()
     lk.release()  # still idempotent
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: store.get("/n"),
         lambda: store.exists("/n"),
         lambda: store.children("/"),
@@ -349,4 +380,6 @@ def test_threads_share_stores(db: str) -> None:
             t.start()
         for t in threads:
             t.join()
-        assert b.get("/counter") == Versioned(b"%d" % (2 * threads_per_store * per_thread), 2 * threads_per_store * per_thread)
+        assert b.get("/counter") == Versioned(
+            b"%d" % (2 * threads_per_store * per_thread), 2 * threads_per_store * per_thread
+        )
