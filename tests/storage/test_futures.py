@@ -1,0 +1,47 @@
+"""The shared-condition write futures behave as ordinary concurrent.futures.Future objects."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+
+import pytest
+
+from storage._futures import FutureGroup
+
+
+def test_results_callbacks_wait_and_as_completed() -> None:
+    g = FutureGroup()
+    futures = [g.new() for _ in range(5)]
+    assert all(isinstance(f, Future) and not f.done() and f.running() for f in futures)
+    assert not futures[0].cancel()  # a buffered write cannot be taken back
+    seen: list[int] = []
+    futures[1].add_done_callback(lambda f: seen.append(f.result()))
+    waiters: list[object] = []
+    t = threading.Thread(target=lambda: waiters.append(futures[4].result(10)))
+    t.start()
+    with pytest.raises(TimeoutError):
+        futures[4].result(0.01)
+    g.resolve(futures[:2], [10, 11])  # wakes the waiter on futures[4], which must keep waiting
+    done, pending = wait(futures, timeout=0.01, return_when=FIRST_COMPLETED)
+    assert done == set(futures[:2]) and pending == set(futures[2:])
+    assert seen == [11]
+    g.resolve(futures[2:], [12, 13, 14])
+    t.join(10)
+    assert waiters == [14]
+    assert sorted(f.result() for f in as_completed(futures, timeout=1)) == [10, 11, 12, 13, 14]
+
+
+def test_exceptions_and_double_resolution() -> None:
+    g = FutureGroup()
+    a, b = g.new(), g.new()
+    err = ValueError("boom")
+    g.resolve([a, b], exc=err)
+    assert a.exception() is err
+    with pytest.raises(ValueError):
+        b.result()
+    g.resolve([a], [1])  # already finished: ignored
+    assert a.exception() is err
+    late: list[BaseException | None] = []
+    a.add_done_callback(lambda f: late.append(f.exception()))
+    assert late == [err]
