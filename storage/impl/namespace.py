@@ -5,12 +5,15 @@ URIs (CONTRACT §2):
 * ``distributedlog-local:///abs/path`` or a plain filesystem path: the embedded default.
   Metadata in ``<path>/metadata/metadata.db`` (SQLite, WAL), segment data in
   ``<path>/segments/``. Created on first use; safe for many processes on one machine.
-* ``distributedlog://host:port[,host:port]/path`` (alias ``distributedlog-zk://``): ZooKeeper
-  metadata (its own issue; refused with a clear error until it lands).
+* ``distributedlog://host:port[,host:port]/path`` (alias ``distributedlog-zk://``): metadata in
+  ZooKeeper under ``/path`` (DistributedLog's layout, ``storage.impl.layout``). Such a namespace
+  is *bound* once to where its segment data lives (``bind_namespace``, as ``dlog admin bind``
+  does); the binding is stored as JSON in the namespace's root znode.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -30,6 +33,96 @@ from storage.segstore.local import LocalSegmentStore
 
 LOCAL_SCHEME = "distributedlog-local"
 ZK_SCHEMES = ("distributedlog", "distributedlog-zk")
+
+
+BINDING_VERSION = 1
+
+
+def zk_location_of(uri: str) -> tuple[str, str]:
+    """``(hosts, chroot path)`` of a ZooKeeper namespace URI.
+
+    Raises:
+        InvalidArgumentError: not a ZooKeeper namespace URI, or no servers / path.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme not in ZK_SCHEMES:
+        raise InvalidArgumentError(f"not a ZooKeeper namespace URI: {uri!r}")
+    hosts = parsed.netloc
+    path = unquote(parsed.path).rstrip("/")
+    if not hosts:
+        raise InvalidArgumentError(f"ZooKeeper namespace URI {uri!r} names no servers: distributedlog://host:port/path")
+    if not path:
+        raise InvalidArgumentError(f"ZooKeeper namespace URI {uri!r} needs a path: distributedlog://host:port/path")
+    return hosts, path
+
+
+def _segments_dir(segments: str) -> Path:
+    parsed = urlparse(segments)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+        raise InvalidArgumentError(
+            f"segment store URI must be file:///abs/path (a path every process sees), got {segments!r}"
+        )
+    return Path(unquote(parsed.path))
+
+
+def _open_zk_store(uri: str, conf: Config) -> MetadataStore:
+    from storage.metastore.zookeeper import ZooKeeperMetadataStore  # the only module that imports kazoo
+
+    hosts, path = zk_location_of(uri)
+    return ZooKeeperMetadataStore(
+        hosts,
+        path,
+        session_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
+        retry_max_tries=int(conf.get("zkNumRetries")),
+        retry_start_backoff_ms=int(conf.get("zkRetryStartBackoffMillis")),
+        retry_max_backoff_ms=int(conf.get("zkRetryMaxBackoffMillis")),
+    )
+
+
+def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | None = None) -> None:
+    """Bind a ZooKeeper namespace to its segment store (creating the namespace path).
+
+    ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see.
+    Rebinding to the same location is a no-op; to another location it is refused.
+
+    Raises:
+        InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails.
+    """
+    cfg = _config(conf)
+    seg_dir = _segments_dir(segments)
+    store = _open_zk_store(uri, cfg)
+    try:
+        current = store.get("/")
+        binding = _parse_binding(uri, current.value) if current.value else None
+        if binding is not None:
+            if binding != str(seg_dir):
+                raise MetadataError(f"namespace {uri} is already bound to file://{binding}")
+            return
+        seg_dir.mkdir(parents=True, exist_ok=True)
+        data = json.dumps({"version": BINDING_VERSION, "segments": f"file://{seg_dir}"}).encode()
+        store.set("/", data, current.version)
+    except OSError as e:
+        raise MetadataError(f"cannot create segment directory {seg_dir}: {e}") from e
+    finally:
+        store.close()
+
+
+def _parse_binding(uri: str, data: bytes) -> str:
+    try:
+        doc = json.loads(data.decode())
+        return str(_segments_dir(str(doc["segments"])))
+    except (ValueError, KeyError, TypeError, InvalidArgumentError):
+        raise MetadataError(f"namespace {uri} has unreadable binding data {data[:80]!r}") from None
+
+
+def _config(conf: Config | dict[str, object] | None) -> Config:
+    if conf is None:
+        return Config()
+    if isinstance(conf, Config):
+        return conf
+    if isinstance(conf, dict):
+        return Config.from_dict(conf)
+    raise InvalidArgumentError(f"conf must be a storage.Config or a dict, got {type(conf).__name__}")
 
 
 def local_path_of(uri: str) -> Path | None:
@@ -196,17 +289,10 @@ def open_namespace(uri: str, conf: Config | dict[str, object] | None = None) -> 
         InvalidArgumentError: a malformed or unsupported URI. InvalidConfigError: bad conf.
         MetadataError: the metadata store cannot be opened.
     """
-    if conf is None:
-        cfg = Config()
-    elif isinstance(conf, Config):
-        cfg = conf
-    elif isinstance(conf, dict):
-        cfg = Config.from_dict(conf)
-    else:
-        raise InvalidArgumentError(f"conf must be a storage.Config or a dict, got {type(conf).__name__}")
+    cfg = _config(conf)
     path = local_path_of(uri)
     if path is None:
-        raise MetadataError(f"ZooKeeper namespaces ({uri}) are not supported by this build yet")
+        return _open_zk_namespace(uri, cfg)
     try:
         (path / "metadata").mkdir(parents=True, exist_ok=True)
         (path / "segments").mkdir(parents=True, exist_ok=True)
@@ -219,3 +305,20 @@ def open_namespace(uri: str, conf: Config | dict[str, object] | None = None) -> 
         metastore.close()
         raise
     return Namespace(uri, metastore, segstore, cfg)
+
+
+def _open_zk_namespace(uri: str, cfg: Config) -> Namespace:
+    store = _open_zk_store(uri, cfg)
+    try:
+        data = store.get("/").value
+        if not data:
+            raise MetadataError(
+                f"namespace {uri} is not bound to a segment store: run "
+                f"`dlog --uri {uri} bind --segments file:///shared/abs/path` "
+                f"or storage.bind_namespace({uri!r}, segments='file:///shared/abs/path')"
+            )
+        segstore = LocalSegmentStore(_parse_binding(uri, data))
+    except BaseException:
+        store.close()
+        raise
+    return Namespace(uri, store, segstore, cfg)

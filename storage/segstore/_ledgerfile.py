@@ -13,7 +13,15 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-import crc32c
+import crc32c as _crc32c_mod
+
+
+
+def _crc(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC32C without releasing the GIL (gil_release_mode=0): for entry-sized buffers the
+    release costs far more than the hash, because getting the GIL back waits for busy threads."""
+    return int(_crc32c_mod.crc32c(data, value, 0))
+
 
 # --- ledger header ------------------------------------------------------------------------
 HEADER_MAGIC = b"DLLG"
@@ -65,7 +73,7 @@ def encode_header(h: Header) -> bytes:
     body = _HEADER_FIELDS.pack(
         HEADER_MAGIC, FORMAT_VERSION, h.state, h.ledger_id, h.last_entry_id, h.data_end, h.index_offset
     )
-    return body + struct.pack(">I", crc32c.crc32c(body))
+    return body + struct.pack(">I", _crc(body))
 
 
 def decode_header(raw: bytes) -> Header | None:
@@ -74,7 +82,7 @@ def decode_header(raw: bytes) -> Header | None:
         return None
     body = raw[: _HEADER_FIELDS.size]
     (crc,) = struct.unpack_from(">I", raw, _HEADER_FIELDS.size)
-    if crc32c.crc32c(body) != crc:
+    if _crc(body) != crc:
         return None
     magic, version, state, lid, last, data_end, index_offset = _HEADER_FIELDS.unpack(body)
     if magic != HEADER_MAGIC or version != FORMAT_VERSION or state not in (STATE_OPEN, STATE_CLOSED, STATE_FENCED):
@@ -116,7 +124,7 @@ def encode_frames(entries: list[tuple[int, bytes]], lac: int) -> tuple[bytes, li
     for entry_id, data in entries:
         head = fields(len(data), entry_id, lac)
         parts.append(head)
-        parts.append(struct.pack(">I", crc32c.crc32c(data, crc32c.crc32c(head))))
+        parts.append(struct.pack(">I", _crc(data, _crc(head))))
         parts.append(data)
         rel.append(pos)
         pos += FRAME_HEADER_SIZE + len(data)
@@ -199,7 +207,7 @@ def scan_frames(fd: int, start: int, next_id: int, limit: int, *, trust_tail: bo
 def frame_ok(buf: bytes, rel: int, size: int, crc: int) -> bool:
     """Whether the frame of ``size`` bytes at ``buf[rel:]`` matches its checksum ``crc``."""
     mv = memoryview(buf)
-    return crc32c.crc32c(mv[rel + FRAME_HEADER_SIZE : rel + size], crc32c.crc32c(mv[rel : rel + 20])) == crc
+    return _crc(mv[rel + FRAME_HEADER_SIZE : rel + size], _crc(mv[rel : rel + 20])) == crc
 
 
 def _resync(fd: int, pos: int, entry_id: int, limit: int) -> int | None:
@@ -237,7 +245,7 @@ def encode_index(offsets: array[int]) -> bytes:
     if sys.byteorder == "little":
         body.byteswap()
     block = _INDEX_HEAD.pack(INDEX_MAGIC, len(offsets)) + body.tobytes()
-    return block + struct.pack(">I", crc32c.crc32c(block))
+    return block + struct.pack(">I", _crc(block))
 
 
 def read_index(fd: int, offset: int, count: int) -> array[int] | None:
@@ -248,7 +256,7 @@ def read_index(fd: int, offset: int, count: int) -> array[int] | None:
         return None
     magic, n = _INDEX_HEAD.unpack_from(raw, 0)
     (crc,) = struct.unpack_from(">I", raw, size - 4)
-    if magic != INDEX_MAGIC or n != count or crc32c.crc32c(memoryview(raw)[: size - 4]) != crc:
+    if magic != INDEX_MAGIC or n != count or _crc(memoryview(raw)[: size - 4]) != crc:
         return None
     offsets = array("q")
     offsets.frombytes(raw[_INDEX_HEAD.size : size - 4])
@@ -279,7 +287,7 @@ def next_counter_value(raw: bytes) -> int | None:
     if len(raw) != _COUNTER.size:
         return None
     magic, value, crc = _COUNTER.unpack(raw)
-    if magic != COUNTER_MAGIC or crc32c.crc32c(raw[:12]) != crc:
+    if magic != COUNTER_MAGIC or _crc(raw[:12]) != crc:
         return None
     return int(value)
 
@@ -287,7 +295,7 @@ def next_counter_value(raw: bytes) -> int | None:
 def encode_counter(value: int) -> bytes:
     """Counter bytes holding ``value`` as the next id to hand out."""
     body = struct.pack(">4sQ", COUNTER_MAGIC, value)
-    return body + struct.pack(">I", crc32c.crc32c(body))
+    return body + struct.pack(">I", _crc(body))
 
 
 def fsync_dir(path: str) -> None:
