@@ -1,0 +1,57 @@
+"""The metadata tree of a log is exactly DistributedLog's ZooKeeper layout (spec §5), path by
+path and byte by byte, on every backend."""
+
+from __future__ import annotations
+
+import storage
+from storage import DLSN, LogRecord
+
+
+def tree(ns: storage.Namespace, path: str = "/") -> dict[str, bytes]:
+    """Every node under ``path`` with its data."""
+    out = {path: ns.metastore.get(path).value}
+    for child in ns.metastore.children(path):
+        out.update(tree(ns, path.rstrip("/") + "/" + child))
+    return out
+
+
+def test_znode_tree_of_a_log(ns: storage.Namespace) -> None:
+    dlm = ns.open_log("app/events")
+    with dlm.open_writer() as w:  # segment 1: txids 10..12, completed
+        for t in (10, 11, 12):
+            w.write(LogRecord(t, b"x"))
+    aw = dlm.open_async_writer()  # segment 2: txid 20, in progress
+    aw.write(LogRecord(20, b"y")).result(10)
+    seg1, seg2 = dlm.log_segments()
+    nodes = tree(ns)
+    got = {p: d for p, d in nodes.items() if p.startswith("/app") and "/lock/" not in p}
+    root = "/app/events/<default>"
+    completed_vsc = 5 | (3 << 32)  # version 5, status active, region 0, 3 records
+    assert got == {
+        "/app": b"",
+        "/app/events": b"",
+        root: b"",
+        f"{root}/version": b"\xff\xff\xff\xff",
+        f"{root}/maxtxid": b"20",
+        f"{root}/ledgers": b"2",
+        f"{root}/ledgers/logrecs_000000000000000001": (
+            f"{completed_vsc};{seg1.ledger_id};10;12;{seg1.completion_time_ms};1;2;0;0;0;0".encode()
+        ),
+        f"{root}/ledgers/inprogress_000000000000000002": f"5;{seg2.ledger_id};20;2;0;0;-1".encode(),
+        f"{root}/lock": b"",
+        f"{root}/readLock": b"",
+        f"{root}/allocation": b"",
+    }
+    assert seg1.last_dlsn == DLSN(1, 2, 0) and seg2.in_progress
+    # Where the backend shows lock members (ZooKeeper), the writer holds exactly one.
+    members = [p for p in nodes if p.startswith(f"{root}/lock/")]
+    assert len(members) <= 1 and all(p.rsplit("/", 1)[1].startswith("member_") for p in members)
+    # After truncation the completed znode is rewritten with the status bits and min active DLSN.
+    assert aw.truncate(DLSN(1, 1, 0)).result(10)
+    data = ns.metastore.get(f"{root}/ledgers/logrecs_000000000000000001").value
+    vsc = 5 | (1 << 8) | (3 << 32)
+    assert data == f"{vsc};{seg1.ledger_id};10;12;{seg1.completion_time_ms};1;2;0;1;0;0".encode()
+    aw.close()
+    assert ns.metastore.get(f"{root}/ledgers").value == b"2"
+    assert ns.metastore.children(f"{root}/ledgers") == ["logrecs_000000000000000001", "logrecs_000000000000000002"]
+    assert ns.list_logs() == ["app/events"]
