@@ -11,7 +11,7 @@ from storage.dlsn import DLSN
 from storage.errors import *  # noqa: F403  (every error is re-exported, as the contract says)
 from storage.errors import __all__ as _error_names
 from storage.impl.log_manager import LogManager
-from storage.impl.namespace import Namespace, open_namespace
+from storage.impl.namespace import Namespace, bind_namespace, open_namespace
 from storage.impl.reader import AsyncLogReader, LogReader
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import LogRecord, LogRecordWithDLSN
@@ -34,6 +34,7 @@ __all__ = [
     "Namespace",
     "TruncationStatus",
     "errors",
+    "bind_namespace",
     "open_namespace",
     *_error_names,
 ]

@@ -64,32 +64,52 @@ class FutureGroup:
     def new(self) -> WriteFuture:
         """A new RUNNING future sharing this group's condition."""
         f = _new(WriteFuture)
-        f.__dict__.update(
-            _condition=self._cond, _state=RUNNING, _result=None, _exception=None, _waiters=[], _done_callbacks=[]
-        )
+        f.__dict__ = {  # the attributes Future.__init__ sets, without building a Condition
+            "_condition": self._cond,
+            "_state": RUNNING,
+            "_result": None,
+            "_exception": None,
+            "_waiters": [],
+            "_done_callbacks": [],
+        }
         return f
 
     def resolve(
         self, futures: Sequence[Future[Any]], results: Sequence[Any] | None = None, exc: BaseException | None = None
     ) -> None:
-        """Finish ``futures[i]`` with ``results[i]`` (or every one with ``exc``), then run callbacks."""
-        done: list[Future[Any]] = []
+        """Finish ``futures[i]`` with ``results[i]`` (or every one with ``exc``), then run callbacks.
+
+        Futures already finished are left alone. Callbacks run after the lock is released, in
+        the order of ``futures``.
+        """
+        with_callbacks: list[Future[Any]] = []
+        finished = False
         with self._cond:
-            for i, f in enumerate(futures):
-                if f._state == FINISHED:  # type: ignore[attr-defined]
-                    continue
-                done.append(f)
-                if exc is not None:
+            if exc is not None:
+                for f in futures:
+                    if f._state == FINISHED:  # type: ignore[attr-defined]
+                        continue
                     f._exception = exc  # type: ignore[attr-defined]
                     for w in f._waiters:  # type: ignore[attr-defined]
                         w.add_exception(f)
-                else:
-                    assert results is not None
-                    f._result = results[i]  # type: ignore[attr-defined]
-                    for w in f._waiters:  # type: ignore[attr-defined]
-                        w.add_result(f)
-                f._state = FINISHED  # type: ignore[attr-defined]
-            if done:
+                    f._state = FINISHED  # type: ignore[attr-defined]
+                    finished = True
+                    if f._done_callbacks:  # type: ignore[attr-defined]
+                        with_callbacks.append(f)
+            else:
+                assert results is not None
+                for f, result in zip(futures, results):
+                    if f._state == FINISHED:  # type: ignore[attr-defined]
+                        continue
+                    f._result = result  # type: ignore[attr-defined]
+                    if f._waiters:  # type: ignore[attr-defined]
+                        for w in f._waiters:  # type: ignore[attr-defined]
+                            w.add_result(f)
+                    f._state = FINISHED  # type: ignore[attr-defined]
+                    finished = True
+                    if f._done_callbacks:  # type: ignore[attr-defined]
+                        with_callbacks.append(f)
+            if finished:
                 self._cond.notify_all()
-        for f in done:
+        for f in with_callbacks:
             f._invoke_callbacks()  # type: ignore[attr-defined]

@@ -14,6 +14,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import storage  # noqa: E402
+from tests.zk import ZooKeeperServer, pytest_runtest_makereport, zk_chroot, zk_server  # noqa: E402, F401
+
+#: Every test that takes a namespace runs on both metadata backends.
+BACKENDS = ["embedded", "zookeeper"]
 
 # DistributedLog's test base config (TestDistributedLogBase): small buffers, short lock timeout.
 BASE_CONF = {
@@ -22,13 +26,27 @@ BASE_CONF = {
     "lockTimeoutSeconds": 1,
     "writerOutputBufferSize": 0,
     "readAheadWaitTime": 50,
+    "zkSessionTimeoutSeconds": 4,
 }
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The metadata backend of this test's namespace."""
+    return str(request.param)
+
+
 @pytest.fixture
-def ns_uri(tmp_path: Path) -> str:
-    """URI of a fresh embedded namespace."""
-    return f"distributedlog-local://{tmp_path / 'ns'}"
+def ns_uri(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """URI of a fresh namespace: embedded, or a ZooKeeper chroot of its own bound to a
+    segment directory of its own."""
+    if backend == "embedded":
+        return f"distributedlog-local://{tmp_path / 'ns'}"
+    server: ZooKeeperServer = request.getfixturevalue("zk_server")
+    chroot: str = request.getfixturevalue("zk_chroot")
+    uri = f"distributedlog://{server.hosts}{chroot}"
+    storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}")
+    return uri
 
 
 @pytest.fixture

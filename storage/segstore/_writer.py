@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 from array import array
 from concurrent.futures import Future
+from typing import cast
 
 from storage._futures import FutureGroup
 from storage.errors import (
@@ -18,7 +20,12 @@ from storage.errors import (
     WriterFencedError,
 )
 from storage.segstore import _ledgerfile as lf
-from storage.segstore.base import NO_ENTRY, LedgerWriter
+from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
+
+log = logging.getLogger(__name__)
+
+#: A batch taken from the queue: its entries and, for each, its future (None: append_nowait).
+_Batch = tuple[list[tuple[int, bytes]], list[Future[int] | None]]
 
 _OPEN, _CLOSING, _CLOSED, _ABORTED = "open", "closing", "closed", "aborted"
 
@@ -29,7 +36,14 @@ class LocalLedgerWriter(LedgerWriter):
     The thread takes everything queued, encodes it as one buffer, and under ``flock(LOCK_EX)``
     on the ledger file re-reads the header (fenced -> the batch fails with
     :class:`WriterFencedError`), writes at the end of the frames and ``fdatasync``\\ s, then
-    resolves the futures in entry-id order. ``sync_count`` counts those barriers.
+    reports the batch in entry-id order: futures of :meth:`append_async` resolve, and entries
+    of :meth:`append_nowait` go to the ack listener in one call per run of such entries.
+    ``sync_count`` counts those barriers.
+
+    Reports are serialized by ``_report_lock`` (taken before ``_cond``): whoever takes a batch
+    out of ``_in_flight`` under ``_cond`` -- the thread when the write finished, or
+    :meth:`abort` -- reports it before releasing ``_report_lock``, so reports never overtake
+    each other and no entry is reported twice.
     """
 
     def __init__(self, ledger_id: int, fd: int, path: str) -> None:
@@ -37,11 +51,15 @@ class LocalLedgerWriter(LedgerWriter):
         self._ledger_id = ledger_id
         self._fd = fd
         self._path = path
-        self._cond = threading.Condition()
-        self._queue: list[tuple[int, bytes, Future[int]]] = []
+        self._cond = threading.Condition(threading.Lock())
+        self._report_lock = threading.RLock()  # re-entrant: a listener may call abort()
+        # queued entries (entry id, data), and for each its future (None: append_nowait)
+        self._queue: list[tuple[int, bytes]] = []
+        self._queue_futs: list[Future[int] | None] = []
+        self._listener: AckListener | None = None
         self._state = _OPEN
         self._error: DLError | None = None  # sticky: every later append fails like this
-        self._in_flight: list[Future[int]] = []  # futures of the batch being written
+        self._in_flight: _Batch | None = None  # the batch being written, until reported
         self._next_id = 0
         self._lac = NO_ENTRY
         self._bytes = 0
@@ -72,11 +90,7 @@ class LocalLedgerWriter(LedgerWriter):
             AlreadyClosedError: the writer was closed or aborted.
             InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
         """
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentError(f"entry data must be bytes, not {type(data).__name__}")
-        payload = bytes(data)
-        if len(payload) > lf.MAX_ENTRY_SIZE:
-            raise InvalidArgumentError(f"entry of {len(payload)} bytes exceeds {lf.MAX_ENTRY_SIZE}")
+        payload = _entry_bytes(data)
         fut: Future[int] = self._futures.new()
         with self._cond:
             if self._state != _OPEN:
@@ -84,14 +98,46 @@ class LocalLedgerWriter(LedgerWriter):
             if self._error is not None:
                 fut.set_exception(_copy_error(self._error))
                 return fut
-            self._queue.append((self._next_id, payload, fut))
-            self._next_id += 1
+            self._enqueue(payload, fut)
             self._bytes += len(payload)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"ledger-{self._ledger_id}-writer", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
         return fut
+
+    def set_ack_listener(self, listener: AckListener) -> None:
+        """See :meth:`LedgerWriter.set_ack_listener`: the listener is called once per run of
+        :meth:`append_nowait` entries in each group commit."""
+        self._listener = listener
+
+    def append_nowait(self, data: bytes) -> None:
+        """Queue ``data`` as the next entry; the ack listener learns its outcome (see
+        :meth:`LedgerWriter.append_nowait`). If the writer already failed, the entry is
+        queued anyway and reported failed, in order, by the commit thread.
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: no listener was set, or ``data`` is not bytes-like or
+                exceeds ``MAX_ENTRY_SIZE``.
+        """
+        payload = _entry_bytes(data)
+        if self._listener is None:
+            raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
+        with self._cond:
+            if self._state != _OPEN:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+            self._enqueue(payload, None)
+            if self._error is None:
+                self._bytes += len(payload)
+
+    def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
+        """Queue one entry (``_cond`` held, state open) and wake the commit thread."""
+        queue = self._queue
+        queue.append((self._next_id, payload))
+        self._queue_futs.append(fut)
+        self._next_id += 1
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"ledger-{self._ledger_id}-writer", daemon=True)
+            self._thread.start()
+        if len(queue) == 1:  # the thread waits only on an empty queue; close() on the thread
+            self._cond.notify_all()
 
     def close(self) -> int:
         """Wait for outstanding appends, seal the ledger as closed, return its last entry id.
@@ -127,14 +173,19 @@ class LocalLedgerWriter(LedgerWriter):
         fails with ``WriteCancelledError`` at once; an entry of a batch already being written
         may still become durable. Waits for that batch to finish, then releases the file.
         Idempotent; a no-op after close."""
-        with self._cond:
-            if self._state in (_CLOSED, _ABORTED):
-                return
-            self._state = _ABORTED
-            cancelled = [fut for _, _, fut in self._queue] + self._in_flight
-            self._queue = []
-            self._cond.notify_all()
-        self._futures.resolve(cancelled, exc=WriteCancelledError(f"writer of ledger {self._ledger_id} aborted"))
+        with self._report_lock:
+            with self._cond:
+                if self._state in (_CLOSED, _ABORTED):
+                    return
+                self._state = _ABORTED
+                batches = [b for b in (self._in_flight, (self._queue, self._queue_futs)) if b is not None and b[0]]
+                self._in_flight = None
+                self._queue = []
+                self._queue_futs = []
+                self._cond.notify_all()
+            err = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
+            for entries, futs in batches:
+                self._report(entries, futs, err)
         self._join()
         with self._cond:
             self._close_fd()
@@ -157,33 +208,58 @@ class LocalLedgerWriter(LedgerWriter):
                     self._cond.wait()
                 if not self._queue:
                     return
-                batch, self._queue = self._queue, []
-                self._in_flight = [fut for _, _, fut in batch]
+                entries, self._queue = self._queue, []
+                futs, self._queue_futs = self._queue_futs, []
+                batch = self._in_flight = (entries, futs)
                 lac = self._lac
                 error = self._error
             if error is None:
                 try:
-                    self._write_batch(batch, lac)
+                    self._write_batch(entries, lac)
                 except DLError as exc:
                     error = exc
                 except Exception as exc:  # never leave futures hanging on a bug
                     error = SegmentStoreError(f"ledger {self._ledger_id}: append failed: {exc!r}")
                     error.__cause__ = exc
-            with self._cond:
-                if error is None:
-                    self._lac = batch[-1][0]
-                elif self._error is None:
-                    self._error = error
-                self._in_flight = []
-                self._cond.notify_all()
-            futures = [fut for _, _, fut in batch]
-            if error is None:
-                self._futures.resolve(futures, [entry_id for entry_id, _, _ in batch])
-            else:
-                self._futures.resolve(futures, exc=_copy_error(error))
+            with self._report_lock:
+                with self._cond:
+                    if error is None:
+                        self._lac = entries[-1][0]
+                    elif self._error is None:
+                        self._error = error
+                    mine = self._in_flight is batch  # else abort() took (and reported) it
+                    self._in_flight = None
+                    self._cond.notify_all()
+                if mine:
+                    self._report(entries, futs, None if error is None else _copy_error(error))
 
-    def _write_batch(self, batch: list[tuple[int, bytes, Future[int]]], lac: int) -> None:
-        buf, rel = lf.encode_frames([(eid, data) for eid, data, _ in batch], lac)
+    def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:
+        """Resolve futures / call the listener for ``entries``, in order (``_report_lock`` held)."""
+        n = len(futs)
+        i = 0
+        while i < n:
+            j = i + 1
+            if futs[i] is None:
+                while j < n and futs[j] is None:
+                    j += 1
+                listener = self._listener
+                assert listener is not None
+                try:
+                    listener(j - i, entries[j - 1][0], exc)
+                except Exception:  # a listener must not raise; never let it stop the thread
+                    log.exception("ack listener of ledger %s failed", self._ledger_id)
+            else:
+                while j < n and futs[j] is not None:
+                    j += 1
+                run = cast("list[Future[int]]", futs[i:j])
+                if exc is None:
+                    self._futures.resolve(run, [entry_id for entry_id, _ in entries[i:j]])
+                else:
+                    self._futures.resolve(run, exc=exc)
+            i = j
+
+    def _write_batch(self, entries: list[tuple[int, bytes]], lac: int) -> None:
+        buf, rel = lf.encode_frames(entries, lac)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
@@ -230,6 +306,21 @@ class LocalLedgerWriter(LedgerWriter):
             return exc
         finally:
             self._close_fd()
+
+
+def _entry_bytes(data: object) -> bytes:
+    """``data`` as bytes, checked (no copy for bytes).
+
+    Raises:
+        InvalidArgumentError: not bytes-like, or larger than ``MAX_ENTRY_SIZE``.
+    """
+    if type(data) is not bytes:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"entry data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+    if len(data) > lf.MAX_ENTRY_SIZE:
+        raise InvalidArgumentError(f"entry of {len(data)} bytes exceeds {lf.MAX_ENTRY_SIZE}")
+    return data
 
 
 def _copy_error(err: DLError) -> DLError:

@@ -24,13 +24,18 @@ and ack quorums, fencing by quorum) can replace the local one without touching t
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 #: LAC of a ledger that has no confirmed entry yet.
 NO_ENTRY = -1
+
+#: ``listener(count, last_entry_id, error)``: see :meth:`LedgerWriter.set_ack_listener`.
+AckListener = Callable[[int, int, BaseException | None], None]
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,57 @@ class LedgerWriter(ABC):
             WriterFencedError, SegmentStoreError, AlreadyClosedError.
         """
         return self.append_async(data).result()
+
+    # --- acknowledgement by listener (optional fast path) ----------------------------------
+    # A writer that appends many small entries pays for one future and one callback per
+    # entry. With a listener it is told once per durability barrier instead. The defaults
+    # below are built on ``append_async`` so every implementation supports the protocol;
+    # an implementation may override both methods (the local one reports per group commit).
+
+    def set_ack_listener(self, listener: AckListener) -> None:
+        """Set the listener told of the outcome of every :meth:`append_nowait` (set it once,
+        before the first such append).
+
+        ``listener(count, last_entry_id, error)`` reports that the next ``count`` entries
+        appended with :meth:`append_nowait` (in call order) are settled: durable, with ids
+        ``last_entry_id - count + 1 .. last_entry_id``, when ``error`` is None; else failed
+        with ``error`` (as :meth:`append_async`'s future would fail; ``last_entry_id`` is then
+        ``NO_ENTRY`` if unknown). Every such entry is reported exactly once, reports arrive
+        in entry-id order and never concurrently. The listener runs on a background thread
+        (or, for entries failed by :meth:`abort`, on the aborting thread); it must not block
+        on the ledger writer and must not raise.
+        """
+        self.__listener = listener
+        self.__pending: deque[Future[int]] = deque()
+        self.__report_lock = threading.RLock()
+
+    def append_nowait(self, data: bytes) -> None:
+        """Queue ``data`` as the next entry; its outcome goes to the ack listener.
+
+        Raises:
+            AlreadyClosedError: the writer was closed.
+            InvalidArgumentError: no ack listener was set, or bad ``data``.
+        """
+        try:
+            listener = self.__listener
+        except AttributeError:
+            from storage.errors import InvalidArgumentError
+
+            raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)") from None
+        fut = self.append_async(data)
+        with self.__report_lock:
+            self.__pending.append(fut)
+        fut.add_done_callback(lambda _f: self.__report(listener))
+
+    def __report(self, listener: AckListener) -> None:
+        # Futures may finish on different threads; report the finished head of the queue in
+        # order, one report at a time.
+        with self.__report_lock:
+            pending = self.__pending
+            while pending and pending[0].done():
+                f = pending.popleft()
+                exc = f.exception()
+                listener(1, NO_ENTRY if exc is not None else f.result(), exc)
 
     @property
     @abstractmethod

@@ -23,6 +23,7 @@ CRASH_CONF = {
     "maxLogSegmentBytes": 16 * 1024,
     "lockTimeoutSeconds": 20,
     "logSegmentRetentionHours": 0,
+    "zkSessionTimeoutSeconds": 2,  # a SIGKILLed owner's ZooKeeper lock goes with its session
 }
 
 
@@ -74,7 +75,7 @@ def writer(uri: str, log: str, limit: str = "0", overrides: str = "{}") -> None:
 
 def hold(uri: str, log: str, count: str) -> None:
     """Open the writer, write and flush ``count`` records, report, then sleep forever."""
-    with storage.open_namespace(uri, {"lockTimeoutSeconds": 5}) as ns:
+    with storage.open_namespace(uri, {"lockTimeoutSeconds": 5, "zkSessionTimeoutSeconds": 2}) as ns:
         w = ns.open_log(log).open_writer()
         for t in range(1, int(count) + 1):
             w.write(LogRecord(t, f"held-{t}".encode()))

@@ -78,7 +78,9 @@ def test_second_writer_fails_while_first_lives_then_takes_over(ns_uri: str, subp
                 dlm.open_writer()
             assert time.monotonic() - started >= 0.9  # it waited lockTimeoutSeconds
             a.kill()
-            with dlm.open_writer() as w:  # takes over: fences and recovers segment 1
+            # Takes over (on ZooKeeper once the dead owner's session expired): fences and
+            # recovers segment 1.
+            with ns.open_log("owned", {"lockTimeoutSeconds": 10}).open_writer() as w:
                 (seg,) = dlm.log_segments()
                 assert not seg.in_progress and seg.record_count == 7 and seg.last_dlsn == DLSN(1, 0, 6)
                 w.write(storage.LogRecord(8, b"after takeover"))
