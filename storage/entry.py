@@ -44,6 +44,7 @@ from storage.record import (
     LogRecord,
     LogRecordWithDLSN,
     as_view,
+    _read_all,
     read_records,
     record_metadata,
     record_set_count,
@@ -89,10 +90,11 @@ def wrap_entry(payload: bytes | bytearray | memoryview, codec: int = Compression
 
     Raises :class:`~storage.errors.InvalidArgumentError` for an unknown codec.
     """
-    data = bytes(payload)
+    data = payload if type(payload) is bytes or type(payload) is bytearray else bytes(payload)
     c = _codec(codec)  # validated even when unused
-    if not data:
-        c = CompressionCodec.NONE  # LZ4 cannot compress an empty buffer
+    if c is CompressionCodec.NONE or not data:
+        # bytes + bytearray -> bytes: the payload is copied once, straight after the header
+        return _ENVELOPE.pack(VERSION_ONE, CompressionCodec.NONE, len(data), len(data)) + data
     stored = compress(data, c)
     return _ENVELOPE.pack(VERSION_ONE, int(c) & CODEC_MASK, len(data), len(stored)) + stored
 
@@ -116,6 +118,18 @@ def unwrap_entry(data: bytes | bytearray | memoryview) -> bytes:
             f"envelope payload length {stored_len} does not match the {len(view) - HEADER_LENGTH} bytes present"
         )
     return decompress(view[HEADER_LENGTH:], flags & CODEC_MASK, original_len, InvalidEnvelopedEntryError)
+
+
+def _plain_payload_end(data: bytes) -> int | None:
+    """``len(data)`` if ``data`` is a well-formed enveloped entry stored uncompressed (its payload is
+    ``data[13:]``), else None: compressed or malformed entries take :func:`unwrap_entry`, which raises."""
+    if len(data) < HEADER_LENGTH:
+        return None
+    version, flags, original_len, stored_len = _ENVELOPE.unpack_from(data, 0)
+    n = len(data) - HEADER_LENGTH
+    if version != VERSION_ONE or flags & CODEC_MASK != CompressionCodec.NONE or original_len != n or stored_len != n:
+        return None
+    return len(data)
 
 
 def _payload_of(data: bytes | bytearray | memoryview, envelope: bool) -> memoryview:
@@ -144,6 +158,19 @@ def decode_entry(
     Raises :class:`~storage.errors.InvalidEnvelopedEntryError` / :class:`~storage.errors.CorruptedEntryError` on
     malformed data and :class:`~storage.errors.InvalidArgumentError` on bad arguments.
     """
+    if (
+        envelope
+        and type(data) is bytes
+        and skip_to is None
+        and skip_to_txid is None
+        and type(lssn) is int
+        and type(entry_id) is int
+        and type(start_sequence_id) is int
+    ):
+        # The reader's hot path: records decoded in place after a checked, uncompressed envelope.
+        end = _plain_payload_end(data)
+        if end is not None:
+            return _read_all(data, HEADER_LENGTH, end, lssn, entry_id, start_sequence_id, deserialize_record_set)
     return read_records(
         _payload_of(data, envelope),
         lssn,
@@ -305,8 +332,11 @@ class EntryBuilder:
         """Slot of the last record-set member or record added (``finalizeTransmit``): ``num_slots - 1``."""
         return self._num_slots - 1
 
-    def add(self, record: LogRecord) -> int:
+    def add(self, record: LogRecord, position_within_segment: int | None = None) -> int:
         """Append ``record``; return the first slot it occupies.
+
+        The record is serialized with ``position_within_segment`` if given (the writer's counter; the record itself is
+        not changed), else with its own ``position_within_segment``.
 
         Raises :class:`~storage.errors.LogRecordTooLongError` if its persistent size exceeds ``MAX_LOGRECORD_SIZE``,
         :class:`~storage.errors.InvalidArgumentError` if it is not a LogRecord, holds out-of-range values or (with the
@@ -320,7 +350,11 @@ class EntryBuilder:
             raise LogRecordTooLongError(f"log record of size {size} written when only {MAX_LOGRECORD_SIZE} is allowed")
         flags = record.flags
         txid = record.txid
-        metadata = record_metadata(flags, record.position_within_segment)
+        position = record.position_within_segment if position_within_segment is None else position_within_segment
+        if type(flags) is int and 0 <= flags <= FLAGS_MASK and type(position) is int and 0 <= position <= _INT32_MAX:
+            metadata = flags | (position << 16)  # the common case, checked inline
+        else:
+            metadata = record_metadata(flags, position)  # raises InvalidArgumentError
         slots = 1
         if flags & RECORD_SET:
             try:
@@ -329,10 +363,11 @@ class EntryBuilder:
                 raise InvalidArgumentError(f"record has the RECORD_SET flag but an invalid payload: {exc}") from None
         if type(txid) is not int or not _INT64_MIN <= txid <= _INT64_MAX:
             raise InvalidArgumentError(f"txid {txid!r} is not a signed 64-bit integer")
-        if not isinstance(payload, bytes):
+        if type(payload) is not bytes and not isinstance(payload, bytes):
             raise InvalidArgumentError(f"payload must be bytes, got {type(payload).__name__}")
-        self._buf += _RECORD.pack(metadata, txid, len(payload))
-        self._buf += payload
+        buf = self._buf
+        buf += _RECORD.pack(metadata, txid, size - RECORD_HEADER_SIZE)
+        buf += payload
         slot = self._num_slots
         self._num_slots = slot + slots
         self._num_records += 1
@@ -341,6 +376,14 @@ class EntryBuilder:
         if txid > self._max_txid:
             self._max_txid = txid
         return slot
+
+    def clear(self) -> None:
+        """Empty the builder for the next entry (same codec and envelope)."""
+        self._buf = bytearray()
+        self._num_records = 0
+        self._num_slots = 0
+        self._has_user = False
+        self._max_txid = _INT64_MIN
 
     def payload_bytes(self) -> bytes:
         """The serialized records, without envelope or compression."""
@@ -353,4 +396,8 @@ class EntryBuilder:
         """
         if not self._envelope:
             return bytes(self._buf)
-        return wrap_entry(self._buf, self._codec if codec is None else _codec(codec))
+        c = self._codec if codec is None else codec
+        if c is CompressionCodec.NONE:  # the writer's default, per entry: skip the codec lookup
+            n = len(self._buf)
+            return _ENVELOPE.pack(VERSION_ONE, 0, n, n) + self._buf
+        return wrap_entry(self._buf, _codec(c))

@@ -510,6 +510,8 @@ def read_records(
         if first is None:
             return []
         min_slot = first
+    if skip_to is None and skip_to_txid is None:
+        return _read_all(buf, 0, None, lssn, entry_id, start_sequence_id, deserialize_record_set)
     txid_pending = skip_to_txid is not None
     target_txid = skip_to_txid if skip_to_txid is not None else 0
 
@@ -560,5 +562,104 @@ def read_records(
                     txid, payload, flags, position, _dlsn_unchecked(lssn, entry_id, slot), start_sequence_id
                 )
             )
+        slot += 1
+    return out
+
+
+_set_dlsn_lssn = DLSN.__dict__["lssn"].__set__
+_set_dlsn_entry = DLSN.__dict__["entry_id"].__set__
+_set_dlsn_slot = DLSN.__dict__["slot_id"].__set__
+
+
+def _read_all(
+    buf: bytes | bytearray | memoryview,
+    start: int,
+    end: int | None,
+    lssn: int,
+    entry_id: int,
+    start_sequence_id: int,
+    deserialize_record_set: bool,
+) -> list[LogRecordWithDLSN]:
+    """:func:`read_records` without ``skip_to``/``skip_to_txid`` over ``buf[start:end]``: the reader's hot path.
+
+    Same records, slots and errors as the general loop; it parses headers in place (no generator, no per-record
+    helper calls) and builds each :class:`LogRecordWithDLSN` and its :class:`DLSN` inline, without validation (every
+    value comes from a fixed-width field). Payloads are sliced straight out of ``buf`` when it is ``bytes``.
+    """
+    if type(buf) is not bytes:
+        buf = as_view(buf)
+        if end is None:
+            end = len(buf)
+        buf = buf[start:end].tobytes()
+        start, end = 0, len(buf)
+    elif end is None:
+        end = len(buf)
+    out: list[LogRecordWithDLSN] = []
+    append = out.append
+    unpack = _HEADER.unpack_from
+    new = _new
+    record_cls = LogRecordWithDLSN
+    dlsn_cls = DLSN
+    set_lssn = _set_dlsn_lssn
+    set_entry = _set_dlsn_entry
+    set_slot = _set_dlsn_slot
+    off = start
+    slot = 0
+    while off < end:
+        if end - off < RECORD_HEADER_SIZE:
+            raise CorruptedEntryError(f"truncated record header at offset {off - start}: {end - off} bytes left")
+        metadata, txid, length = unpack(buf, off)
+        off += RECORD_HEADER_SIZE
+        if length < 0:
+            raise CorruptedEntryError(
+                f"record at offset {off - start - RECORD_HEADER_SIZE} has a negative length {length}"
+            )
+        if length > end - off:
+            raise CorruptedEntryError(
+                f"truncated record at offset {off - start - RECORD_HEADER_SIZE}: length {length}, {end - off} bytes left"
+            )
+        payload = buf[off : off + length]
+        off += length
+        flags = metadata & FLAGS_MASK
+        position = (metadata & _POSITION_MASK) >> _POSITION_SHIFT
+        if position > _INT32_MAX:
+            position -= 1 << 32  # Java casts to int
+        if flags & RECORD_SET:
+            count = record_set_count(payload)
+            if deserialize_record_set:
+                from storage.recordset import decode_record_set
+
+                members = decode_record_set(payload)
+                for i, member in enumerate(members):
+                    append(
+                        _record_unchecked(
+                            txid,
+                            member,
+                            0,
+                            position + i,
+                            _dlsn_unchecked(lssn, entry_id, slot + i),
+                            start_sequence_id,
+                        )
+                    )
+            else:
+                append(
+                    _record_unchecked(
+                        txid, payload, flags, position, _dlsn_unchecked(lssn, entry_id, slot), start_sequence_id
+                    )
+                )
+            slot += count
+            continue
+        d = new(dlsn_cls)
+        set_lssn(d, lssn)
+        set_entry(d, entry_id)
+        set_slot(d, slot)
+        r = new(record_cls)
+        r.txid = txid
+        r.payload = payload
+        r.flags = flags
+        r.position_within_segment = position
+        r.dlsn = d
+        r.start_sequence_id_of_segment = start_sequence_id
+        append(r)
         slot += 1
     return out

@@ -6,7 +6,9 @@ free loopback port with its own ``zoo.cfg``, data directory and log file in a te
 no one-second sleeps), and its output goes to our log file instead of Debian's shared
 ``/var/log/zookeeper`` (the Debian ``environment`` file overrides ``ZOOCFGDIR``/``ZOO_LOG_DIR``).
 Debian's server has no SLF4J binding on its class path and would log nothing, so ``slf4j-simple`` is
-added to it when present.
+added to it when present. With util-linux's ``setpriv``, the server gets SIGKILLed when the thread that
+started it dies, so a hard-killed pytest (``os._exit``, SIGKILL) leaves no server behind; start and
+restart servers from the main thread (fixtures and tests do).
 
 Fixtures (import them into a conftest.py)::
 
@@ -78,6 +80,19 @@ def _classpath() -> str:
     if os.path.exists(SLF4J_SIMPLE_JAR):
         parts.append(SLF4J_SIMPLE_JAR)
     return ":".join(parts)
+
+
+def _die_with_parent() -> list[str]:
+    """A command prefix that SIGKILLs the server when the thread that started it dies (pytest killed
+    hard, ``os._exit``: no fixture teardown, no atexit), if util-linux's ``setpriv`` can."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return []
+    try:
+        help_text = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [setpriv, "--pdeathsig", "KILL", "--"] if "--pdeathsig" in help_text else []
 
 
 class ZooKeeperServer:
@@ -168,7 +183,7 @@ class ZooKeeperServer:
                 log.write(f"==== {time.strftime('%H:%M:%S')} starting ZooKeeper on {self.hosts} ====\n".encode())
                 log.flush()
                 self._proc = subprocess.Popen(
-                    [self.script, "start-foreground", str(self.cfg_path)],
+                    [*_die_with_parent(), self.script, "start-foreground", str(self.cfg_path)],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,

@@ -10,20 +10,28 @@ later entry is appended. ``commit`` therefore writes a *control record* (payload
 ``"control"``, flag CONTROL, never packed with user records) after the data it publishes has
 been acknowledged. Control records do not advance the position counter.
 
+Acknowledgements: the writer registers one ack listener on its ledger writer and appends
+with ``append_nowait``, so the segment store reports each group commit once (a run of entry
+ids) instead of resolving a future per entry. Transmitted entries wait in ``_unacked`` (oldest
+first; acks arrive in entry-id order), and the futures of every record of a reported run are
+resolved in one :meth:`FutureGroup.resolve` call.
+
 Thread model: callers hold the owning writer's lock for every method except the ack
-callbacks, which run on the segment store's commit thread and touch only ``_ack_lock`` state.
+listener, which runs on the segment store's commit thread and touches only ``_unacked``
+(a deque: appended on the right by the caller, popped on the left by the listener) and
+``_ack_lock`` state.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 from storage._futures import FutureGroup
-from storage.dlsn import DLSN
+from storage.dlsn import DLSN, _dlsn_unchecked
 from storage.entry import EntryBuilder
 from storage.errors import (
     DLError,
@@ -36,6 +44,8 @@ from storage.errors import (
 from storage.record import (
     MAX_LOGRECORD_SIZE,
     MAX_LOGRECORDSET_SIZE,
+    RECORD_HEADER_SIZE,
+    RECORD_SET,
     LogRecord,
     make_control_record,
     make_end_of_stream_record,
@@ -46,16 +56,9 @@ from storage.segstore.base import LedgerWriter
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class _Packet:
-    """One transmitted entry and the futures of the records in it (slot of each future)."""
-
-    futures: list[Future[DLSN]] = field(default_factory=list)
-    slots: list[int] = field(default_factory=list)
-    has_user_records: bool = False
-    last_user_slot: int = -1
-    is_eos: bool = False
+#: A transmitted entry: (futures of its records, slot of each future, slot of the last user
+#: record or of the end-of-stream record (-1: a control entry), holds user records).
+_Packet = tuple[list[Future[DLSN]], list[int], int, bool]
 
 
 class SegmentWriter:
@@ -77,22 +80,29 @@ class SegmentWriter:
         self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
         self._builder = EntryBuilder()
         self._group = FutureGroup()
-        self._packet = _Packet()
+        self._new_future = self._group.new
+        # --- the entry being built (see _Packet) ---
+        self._futs: list[Future[DLSN]] = []
+        self._slots: list[int] = []
+        self._dlsn_slot = -1
+        self._has_user = False
         self._outstanding_bytes = 0
         self.position = 0  # user records written to this segment so far
         self.last_txid = last_txid  # txid of the last user record written (writer-wide)
         self.num_user_records = 0
         self.stream_ended = False
         # --- ack-side state (segment store commit thread) ---
+        self._unacked: deque[_Packet] = deque()  # transmitted, not yet reported, oldest first
         self._ack_lock = threading.Lock()
         self._acks_done = threading.Condition(self._ack_lock)
-        self._transmitted = 0  # entries handed to the ledger
+        self._transmitted = 0  # entries handed to the ledger (written by the caller only)
         self._settled = 0  # entries whose ack (or failure) has been fully processed
         self.last_acked_user_dlsn = DLSN.INVALID
         self._last_acked_data_entry = -1  # last acked entry holding user (or EoS) records
         self._control_covers = -1  # data entries up to here are published by a control record
         self.error: DLError | None = None
         self.on_data_acked: list[Callable[[], None]] = []  # set by the owner (immediate flush)
+        ledger.set_ack_listener(self._on_acks)
 
     # --- writes -------------------------------------------------------------------------
     def check_writable(self) -> None:
@@ -108,20 +118,22 @@ class SegmentWriter:
         Raises:
             LogRecordTooLongError, WriteError, WriterFencedError.
         """
-        self.check_writable()
-        size = record.persistent_size
+        if self.error is not None:
+            self.check_writable()
+        payload = record.payload
+        size = RECORD_HEADER_SIZE + len(payload)  # record.persistent_size
         if size > MAX_LOGRECORD_SIZE:
             raise LogRecordTooLongError(f"record of {size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}")
         if self._builder.num_bytes + size > MAX_LOGRECORDSET_SIZE:
             self.transmit()
-        members = record_set_count(record.payload) if record.is_record_set else 1
-        slot = self._builder.add(record.with_position(self.position + 1))
+        members = record_set_count(payload) if record.flags & RECORD_SET else 1
+        slot = self._builder.add(record, self.position + 1)
         self.position += members  # a record set occupies one position per member
-        fut: Future[DLSN] = self._group.new()
-        self._packet.futures.append(fut)
-        self._packet.slots.append(slot)
-        self._packet.has_user_records = True
-        self._packet.last_user_slot = slot + members - 1
+        fut = self._new_future()
+        self._futs.append(fut)
+        self._slots.append(slot)
+        self._has_user = True
+        self._dlsn_slot = slot + members - 1
         self.last_txid = record.txid
         self.num_user_records += 1
         self._outstanding_bytes += size
@@ -129,11 +141,8 @@ class SegmentWriter:
             self.transmit()
         return fut
 
-    def write_control(self) -> Future[int] | None:
-        """Transmit pending data, then a control record on its own (a commit).
-
-        Returns the append future of the control entry.
-        """
+    def write_control(self) -> None:
+        """Transmit pending data, then a control record on its own (a commit)."""
         self.check_writable()
         self.transmit()
         with self._ack_lock:
@@ -141,7 +150,7 @@ class SegmentWriter:
             # the control entry's piggy-backed LAC covers it.
             self._control_covers = self._last_acked_data_entry
         self._builder.add(make_control_record(max(self.last_txid, 0), self.position))
-        return self.transmit()
+        self.transmit()
 
     def needs_control(self) -> bool:
         """True if acknowledged data is not yet published by a control record."""
@@ -153,10 +162,10 @@ class SegmentWriter:
         self.check_writable()
         self.transmit()
         slot = self._builder.add(make_end_of_stream_record(self.position))
-        fut: Future[DLSN] = self._group.new()
-        self._packet.futures.append(fut)
-        self._packet.slots.append(slot)
-        self._packet.is_eos = True
+        fut = self._new_future()
+        self._futs.append(fut)
+        self._slots.append(slot)
+        self._dlsn_slot = slot
         self.stream_ended = True
         self.transmit()
         return fut
@@ -164,56 +173,81 @@ class SegmentWriter:
     def has_pending(self) -> bool:
         return self._builder.num_records > 0
 
-    def transmit(self) -> Future[int] | None:
-        """Append the current entry to the ledger (no-op when empty); returns its future."""
-        if self._builder.num_records == 0:
-            return None
-        data = self._builder.to_bytes(self._codec)
-        packet = self._packet
-        self._builder = EntryBuilder()
-        self._packet = _Packet()
+    def transmit(self) -> None:
+        """Append the current entry to the ledger (no-op when empty)."""
+        builder = self._builder
+        if builder.num_records == 0:
+            return
+        data = builder.to_bytes(self._codec)
+        packet: _Packet = (self._futs, self._slots, self._dlsn_slot, self._has_user)
+        builder.clear()
+        self._futs = []
+        self._slots = []
+        self._dlsn_slot = -1
+        self._has_user = False
         self._outstanding_bytes = 0
         if self.error is not None:
-            self._fail_packet(packet, self.error)
-            return None
+            self._group.resolve(packet[0], exc=self.error)
+            return
+        self._unacked.append(packet)  # before the append: its ack may come at once
         try:
-            fut = self.ledger.append_async(data)
+            self.ledger.append_nowait(data)
         except DLError as e:
+            self._unacked.pop()  # not queued, so never reported (only this thread appends)
             self._set_error(e)
-            self._fail_packet(packet, e)
-            return None
-        with self._ack_lock:
-            self._transmitted += 1
-        fut.add_done_callback(lambda f: self._on_ack(f, packet))
-        return fut
+            self._group.resolve(packet[0], exc=e)
+            return
+        self._transmitted += 1
 
     # --- acks -----------------------------------------------------------------------------
-    def _on_ack(self, fut: Future[int], packet: _Packet) -> None:
+    def _on_acks(self, count: int, last_entry_id: int, error: BaseException | None) -> None:
+        """The ledger's ack listener: the ``count`` oldest transmitted entries are settled."""
+        unacked = self._unacked
+        packets = [unacked.popleft() for _ in range(count)]
         try:
-            self._process_ack(fut, packet)
+            self._process_acks(packets, last_entry_id, error)
+        except Exception:  # pragma: no cover - a bug; the futures must not hang
+            log.exception("log segment %s: processing acks failed", self.lssn)
+            err = TransmitError(f"log segment {self.lssn}: processing acks failed")
+            self._set_error(err)
+            self._group.resolve([f for p in packets for f in p[0]], exc=err)
         finally:
             with self._acks_done:
-                self._settled += 1
+                self._settled += count
                 self._acks_done.notify_all()
 
-    def _process_ack(self, fut: Future[int], packet: _Packet) -> None:
-        exc = fut.exception()
-        if exc is not None:
-            err = exc if isinstance(exc, DLError) else TransmitError(f"append to log segment {self.lssn} failed: {exc}")
+    def _process_acks(self, packets: list[_Packet], last_entry_id: int, error: BaseException | None) -> None:
+        if error is not None:
+            if isinstance(error, DLError):
+                err = error
+            else:
+                err = TransmitError(f"append to log segment {self.lssn} failed: {error}")
             self._set_error(err)
-            self._fail_packet(packet, err)
+            self._group.resolve([f for p in packets for f in p[0]], exc=err)
             return
-        entry_id = fut.result()
-        with self._ack_lock:
-            if packet.is_eos:
-                self.last_acked_user_dlsn = DLSN(self.lssn, entry_id, packet.slots[-1])
-                self._last_acked_data_entry = entry_id
-            elif packet.has_user_records:
-                self.last_acked_user_dlsn = DLSN(self.lssn, entry_id, packet.last_user_slot)
-                self._last_acked_data_entry = entry_id
         lssn = self.lssn
-        self._group.resolve(packet.futures, [DLSN(lssn, entry_id, slot) for slot in packet.slots])
-        if packet.has_user_records:
+        entry_id = last_entry_id - len(packets) + 1
+        futures: list[Future[DLSN]] = []
+        results: list[DLSN] = []
+        last_data = None  # (entry id, slot) of the last user or end-of-stream record
+        user_acked = False
+        for futs, slots, dlsn_slot, has_user in packets:
+            if futs:
+                futures += futs
+                if len(slots) == 1:
+                    results.append(_dlsn_unchecked(lssn, entry_id, slots[0]))
+                else:
+                    results += [_dlsn_unchecked(lssn, entry_id, s) for s in slots]
+            if dlsn_slot >= 0:
+                last_data = (entry_id, dlsn_slot)
+                user_acked = user_acked or has_user
+            entry_id += 1
+        if last_data is not None:
+            with self._ack_lock:
+                self.last_acked_user_dlsn = DLSN(lssn, last_data[0], last_data[1])
+                self._last_acked_data_entry = last_data[0]
+        self._group.resolve(futures, results)
+        if user_acked:
             for cb in self.on_data_acked:
                 cb()
 
@@ -222,9 +256,6 @@ class SegmentWriter:
             if self.error is None:
                 self.error = err
                 log.warning("log segment %s entered error state: %s", self.lssn, err)
-
-    def _fail_packet(self, packet: _Packet, err: BaseException) -> None:
-        self._group.resolve(packet.futures, exc=err)
 
     def wait_inflight(self) -> None:
         """Wait until every transmitted entry's ack (or failure) has been processed; raise the
@@ -241,6 +272,10 @@ class SegmentWriter:
         """Fail buffered (not yet transmitted) records with ``WriteCancelledError``."""
         err = WriteCancelledError(f"write cancelled: {cause}")
         err.__cause__ = cause
-        self._fail_packet(self._packet, err)
+        self._group.resolve(self._futs, exc=err)
         self._builder = EntryBuilder()
-        self._packet = _Packet()
+        self._futs = []
+        self._slots = []
+        self._dlsn_slot = -1
+        self._has_user = False
+        self._outstanding_bytes = 0

@@ -117,15 +117,22 @@ class LocalLedgerWriter(LedgerWriter):
             InvalidArgumentError: no listener was set, or ``data`` is not bytes-like or
                 exceeds ``MAX_ENTRY_SIZE``.
         """
-        payload = _entry_bytes(data)
+        payload = data if type(data) is bytes and len(data) <= lf.MAX_ENTRY_SIZE else _entry_bytes(data)
         if self._listener is None:
             raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
-        with self._cond:
+        with self._cond:  # _enqueue inlined: this runs once per entry
             if self._state != _OPEN:
                 raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
-            self._enqueue(payload, None)
+            queue = self._queue
+            queue.append((self._next_id, payload))
+            self._queue_futs.append(None)
+            self._next_id += 1
             if self._error is None:
                 self._bytes += len(payload)
+            if self._thread is None:
+                self._start_thread()
+            if len(queue) == 1:
+                self._cond.notify_all()
 
     def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
         """Queue one entry (``_cond`` held, state open) and wake the commit thread."""
@@ -134,10 +141,13 @@ class LocalLedgerWriter(LedgerWriter):
         self._queue_futs.append(fut)
         self._next_id += 1
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"ledger-{self._ledger_id}-writer", daemon=True)
-            self._thread.start()
+            self._start_thread()
         if len(queue) == 1:  # the thread waits only on an empty queue; close() on the thread
             self._cond.notify_all()
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"ledger-{self._ledger_id}-writer", daemon=True)
+        self._thread.start()
 
     def close(self) -> int:
         """Wait for outstanding appends, seal the ledger as closed, return its last entry id.

@@ -595,7 +595,7 @@ def test_lock_lost_on_session_expiry(open_store: OpenStore, zk_server: ZooKeeper
     assert len(b.children("/l")) == 1 and lk_b.is_held()
     lk_b.release()
     lk2 = a.lock("/l", "a", 0)
-    assert lk2.is_held() and lk2.session_id == new[0]
+    assert isinstance(lk2, ZooKeeperLock) and lk2.is_held() and lk2.session_id == new[0]
     lk2.release()
 
 
