@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv zookeeper
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,12 @@ demo: venv
 	rm -rf $(DEMO_DIR)
 	$(BIN)/python examples/log_tour.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)
 
+## ZooKeeper for the tests (Debian's package; the tests start private servers on loopback).
+zookeeper:
+	@dpkg -s zookeeper >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper)
+
 ## Lint, type-check, then the whole test suite.
-test: venv lint
+test: venv lint zookeeper
 	$(BIN)/python -m pytest -q
 
 lint: venv

@@ -282,6 +282,7 @@ class AsyncLogWriter:
     def _flush_and_commit(self) -> DLSN:
         with self._lock:
             self._check_open()
+            self._h.check_ownership()
             seg = self._seg
             if seg is None:
                 return DLSN.INVALID

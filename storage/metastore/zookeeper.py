@@ -72,6 +72,7 @@ from storage.errors import (
     AlreadyClosedError,
     DLError,
     InvalidArgumentError,
+    LockingError,
     MetadataConnectionError,
     MetadataError,
     MetadataVersionError,
@@ -231,6 +232,18 @@ class ZooKeeperLock(OwnershipLock):
             self._mark_lost()
             return False
         return True
+
+    def check(self) -> None:
+        """Raise ``LockingError`` if the lock was lost, and a *retriable* ``LockingError`` while
+        the connection to ZooKeeper is down: ownership cannot be confirmed then, so a writer
+        acknowledges nothing new until the session is back (or known to be gone)."""
+        if not self.is_held():
+            raise LockingError(f"lost ownership of lock {self._path} (ZooKeeper session {self._session_id:#x})")
+        if self._store._is_suspended():
+            raise LockingError(
+                f"connection to ZooKeeper lost: ownership of {self._path} cannot be confirmed; retry once reconnected",
+                retriable=True,
+            )
 
     def release(self) -> None:
         """Delete the member node (queued for after a reconnect if ZooKeeper is unreachable now).
@@ -866,6 +879,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         for lk in lost:
             lk._lost = True
             log.warning("lost ownership of lock %s: ZooKeeper session %#x expired", lk.path, lk.session_id)
+
+    def _is_suspended(self) -> bool:
+        """True while the connection is down (the session may or may not still be alive)."""
+        with self._cond:
+            return self._suspended_since is not None
 
     def _session_alive(self, session_id: int) -> bool:
         """False once ``session_id`` is known (or bound) to be gone."""
