@@ -31,8 +31,9 @@ lint: venv
 	$(BIN)/ruff format --check storage tests examples bench
 	$(BIN)/mypy
 
-bench: venv
+bench: venv zookeeper
 	$(BIN)/python bench/bench_storage.py
+	$(BIN)/python bench/bench_zookeeper.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
