@@ -98,7 +98,7 @@ class FutureGroup:
                         with_callbacks.append(f)
             else:
                 assert results is not None
-                for f, result in zip(futures, results):
+                for f, result in zip(futures, results, strict=False):
                     if f._state == FINISHED:  # type: ignore[attr-defined]
                         continue
                     f._result = result  # type: ignore[attr-defined]

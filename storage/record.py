@@ -294,9 +294,15 @@ class LogRecordWithDLSN(LogRecord):
     Raises :class:`~storage.errors.InvalidArgumentError` on a wrong type or an out-of-range value.
     """
 
-    __slots__ = ("dlsn", "start_sequence_id_of_segment")
+    # ``dlsn`` is a property over ``_dlsn`` so that decoders can leave it to be built on first
+    # use: they set ``_dlsn = None``, ``_entry = (lssn, entry_id)`` (one tuple shared by every
+    # record of an entry) and ``_slot``. Readers that never look at a record's DLSN then make
+    # one object per record instead of two (half the allocation and GC work).
+    __slots__ = ("_dlsn", "_entry", "_slot", "start_sequence_id_of_segment")
 
-    dlsn: DLSN
+    _dlsn: DLSN | None
+    _entry: tuple[int, int]
+    _slot: int
     start_sequence_id_of_segment: int
 
     def __init__(
@@ -312,10 +318,23 @@ class LogRecordWithDLSN(LogRecord):
         super().__init__(txid, payload, flags=flags, position_within_segment=position_within_segment)
         if not isinstance(dlsn, DLSN):
             raise InvalidArgumentError(f"dlsn must be a DLSN, got {_short(dlsn)}")
-        self.dlsn = dlsn
+        self._dlsn = dlsn
         self.start_sequence_id_of_segment = _check_int(
             start_sequence_id_of_segment, "start_sequence_id_of_segment", _INT64_MIN, _INT64_MAX
         )
+
+    @property
+    def dlsn(self) -> DLSN:
+        """The record's position ``(lssn, entry_id, slot)``."""
+        d = self._dlsn
+        if d is None:
+            lssn, entry_id = self._entry
+            d = self._dlsn = _dlsn_unchecked(lssn, entry_id, self._slot)
+        return d
+
+    @dlsn.setter
+    def dlsn(self, value: DLSN) -> None:
+        self._dlsn = value
 
     @property
     def sequence_id(self) -> int:
@@ -324,6 +343,17 @@ class LogRecordWithDLSN(LogRecord):
 
     def _key(self) -> tuple[Any, ...]:
         return (*super()._key(), self.dlsn, self.start_sequence_id_of_segment)
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        # the same state whether or not the DLSN was built yet
+        return None, {
+            "txid": self.txid,
+            "payload": self.payload,
+            "flags": self.flags,
+            "position_within_segment": self.position_within_segment,
+            "_dlsn": self.dlsn,
+            "start_sequence_id_of_segment": self.start_sequence_id_of_segment,
+        }
 
     def __repr__(self) -> str:
         return (
@@ -342,7 +372,7 @@ def _record_unchecked(
     r.payload = payload
     r.flags = flags
     r.position_within_segment = position
-    r.dlsn = dlsn
+    r._dlsn = dlsn
     r.start_sequence_id_of_segment = start_sequence_id
     return r
 
@@ -566,11 +596,6 @@ def read_records(
     return out
 
 
-_set_dlsn_lssn = DLSN.__dict__["lssn"].__set__
-_set_dlsn_entry = DLSN.__dict__["entry_id"].__set__
-_set_dlsn_slot = DLSN.__dict__["slot_id"].__set__
-
-
 def _read_all(
     buf: bytes | bytearray | memoryview,
     start: int,
@@ -599,10 +624,7 @@ def _read_all(
     unpack = _HEADER.unpack_from
     new = _new
     record_cls = LogRecordWithDLSN
-    dlsn_cls = DLSN
-    set_lssn = _set_dlsn_lssn
-    set_entry = _set_dlsn_entry
-    set_slot = _set_dlsn_slot
+    at_entry = (lssn, entry_id)  # shared by the records of this entry (see LogRecordWithDLSN)
     off = start
     slot = 0
     while off < end:
@@ -615,9 +637,8 @@ def _read_all(
                 f"record at offset {off - start - RECORD_HEADER_SIZE} has a negative length {length}"
             )
         if length > end - off:
-            raise CorruptedEntryError(
-                f"truncated record at offset {off - start - RECORD_HEADER_SIZE}: length {length}, {end - off} bytes left"
-            )
+            at = off - start - RECORD_HEADER_SIZE
+            raise CorruptedEntryError(f"truncated record at offset {at}: length {length}, {end - off} bytes left")
         payload = buf[off : off + length]
         off += length
         flags = metadata & FLAGS_MASK
@@ -649,16 +670,14 @@ def _read_all(
                 )
             slot += count
             continue
-        d = new(dlsn_cls)
-        set_lssn(d, lssn)
-        set_entry(d, entry_id)
-        set_slot(d, slot)
         r = new(record_cls)
         r.txid = txid
         r.payload = payload
         r.flags = flags
         r.position_within_segment = position
-        r.dlsn = d
+        r._dlsn = None
+        r._entry = at_entry
+        r._slot = slot
         r.start_sequence_id_of_segment = start_sequence_id
         append(r)
         slot += 1

@@ -29,7 +29,7 @@ from storage.dlsn import DLSN
 from storage.entry import decode_entry
 from storage.errors import AlreadyTruncatedTransactionError, DLError, EndOfStreamError, LogNotFoundError
 from storage.impl.layout import LogMetadata
-from storage.record import LogRecordWithDLSN
+from storage.record import CONTROL, END_OF_STREAM, LogRecordWithDLSN
 from storage.segment_metadata import LogSegmentMetadata, TruncationStatus, assign_start_sequence_ids
 from storage.segstore.base import SegmentStore
 
@@ -202,30 +202,43 @@ class Cursor:
     def _decode_from_iter(self, seg: LogSegmentMetadata) -> None:
         assert self._iter is not None
         start_seq = seg.effective_start_sequence_id
+        lssn = seg.lssn
+        envelope = seg.envelope_entries
+        deser = self._deser_sets
+        buffer = self._buffer
+        add = buffer.append
         for entry_id, data in self._iter:
             self._next_entry = entry_id + 1
-            recs = decode_entry(
-                data,
-                seg.lssn,
-                entry_id,
-                start_seq,
-                envelope=seg.envelope_entries,
-                deserialize_record_set=self._deser_sets,
-            )
-            for r in recs:
-                if r.is_control or r.dlsn < self._next:
-                    continue
-                if r.is_end_of_stream:
-                    self._eos = EndOfStreamError(f"log {self._name!r} reached end of stream at {r.dlsn}")
-                    return
-                if self._from_txid is not None:
-                    if r.txid < self._from_txid:
+            recs = decode_entry(data, lssn, entry_id, start_seq, envelope=envelope, deserialize_record_set=deser)
+            nxt = self._next
+            # Records of an entry after the one ``_next`` points into are all >= ``_next``: the
+            # per-record DLSN comparison is needed only for (lssn, entry) <= _next's.
+            before_next = lssn < nxt.lssn or (lssn == nxt.lssn and entry_id <= nxt.entry_id)
+            if before_next or self._from_txid is not None:
+                for r in recs:
+                    if r.flags & CONTROL or r.dlsn < nxt:
                         continue
-                    self._from_txid = None
-                self._buffer.append(r)
-            if self._buffer:
-                self._next = self._buffer[-1].dlsn.next()
-            if len(self._buffer) >= self._ahead:
+                    if r.flags & END_OF_STREAM:
+                        self._eos = EndOfStreamError(f"log {self._name!r} reached end of stream at {r.dlsn}")
+                        return
+                    if self._from_txid is not None:
+                        if r.txid < self._from_txid:
+                            continue
+                        self._from_txid = None
+                    add(r)
+            else:
+                for r in recs:
+                    flags = r.flags
+                    if flags:
+                        if flags & CONTROL:
+                            continue
+                        if flags & END_OF_STREAM:
+                            self._eos = EndOfStreamError(f"log {self._name!r} reached end of stream at {r.dlsn}")
+                            return
+                    add(r)
+            if buffer:
+                self._next = buffer[-1].dlsn.next()
+            if len(buffer) >= self._ahead:
                 return
         self._drop_iter()
 

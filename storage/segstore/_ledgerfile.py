@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import crc32c as _crc32c_mod
 
 
-
 def _crc(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """CRC32C without releasing the GIL (gil_release_mode=0): for entry-sized buffers the
     release costs far more than the hash, because getting the GIL back waits for busy threads."""
