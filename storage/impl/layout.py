@@ -174,13 +174,11 @@ class LogMetadata:
         except NoNodeError:
             raise LogNotFoundError(f"log {self.paths.name!r} does not exist") from None
         out = []
-        for n in names:
-            path = self.paths.segment(n)
-            try:
-                data = self.store.get(path).value
-            except NoNodeError:
+        paths = [self.paths.segment(n) for n in names]
+        for path, got in zip(paths, self.store.get_many(paths), strict=True):
+            if got is None:
                 continue  # removed between listing and reading (purge/complete)
-            out.append(LogSegmentMetadata.parse(path, data, skip_min_version_check=skip_min_version_check))
+            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=skip_min_version_check))
         out.sort(key=LogSegmentMetadata.sort_key)
         return out
 

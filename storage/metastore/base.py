@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from storage.errors import NoNodeError
+
 T = TypeVar("T")
 
 #: "Any version" for set/delete/check.
@@ -107,6 +109,21 @@ class MetadataStore(ABC):
         Raises:
             NoNodeError: no such node. MetadataError: backend failure.
         """
+
+    def get_many(self, paths: Sequence[str]) -> list[Versioned[bytes] | None]:
+        """Data and version of several nodes (None for a missing one). Backends with round
+        trips (ZooKeeper) pipeline the reads; the values need not be one consistent snapshot.
+
+        Raises:
+            InvalidArgumentError, MetadataError.
+        """
+        out: list[Versioned[bytes] | None] = []
+        for p in paths:
+            try:
+                out.append(self.get(p))
+            except NoNodeError:
+                out.append(None)
+        return out
 
     @abstractmethod
     def exists(self, path: str) -> int | None:

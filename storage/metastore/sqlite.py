@@ -121,6 +121,23 @@ class SqliteMetadataStore(MetadataStore):
 
         return self._run(fn, write=False, what=f"get {path}")
 
+    def get_many(self, paths: Sequence[str]) -> list[Versioned[bytes] | None]:
+        """Data and version of several nodes (None for a missing one), in one read transaction.
+
+        Raises:
+            InvalidArgumentError: malformed path. MetadataError, AlreadyClosedError.
+        """
+        checked = [tree.check_path(p) for p in paths]
+
+        def fn(c: sqlite3.Connection) -> list[Versioned[bytes] | None]:
+            out: list[Versioned[bytes] | None] = []
+            for p in checked:
+                row = c.execute("SELECT data, version FROM nodes WHERE path = ?", (p,)).fetchone()
+                out.append(None if row is None else Versioned(bytes(row[0]), int(row[1])))
+            return out
+
+        return self._run(fn, write=False, what=f"get {len(checked)} nodes")
+
     def exists(self, path: str) -> int | None:
         """The node's version, or None if it does not exist.
 
