@@ -38,9 +38,7 @@ import math
 import os
 import pstats
 import shutil
-import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -48,16 +46,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # runnable from a checkout without `pip install -e .`
-    sys.path.insert(0, str(REPO))
+# _common first: it puts the checkout on sys.path for `storage`
+import _common
+from _common import (
+    KIB,
+    MIB,
+    PAYLOAD,
+    RECORD_SIZE,
+    fmt_bytes,
+    fmt_rate,
+    make_base,
+    median,
+    percentile,
+    remove_base,
+    timed_async_writes,
+    wait_all,
+    yes_no,
+)
 
-import storage  # noqa: E402
+import storage
 
-RECORD_SIZE = 1024
-PAYLOAD = bytes(range(256)) * (RECORD_SIZE // 256)
-KIB = 1024
-MIB = 1024 * 1024
 READ_CHUNK = 4 * MIB
 BULK = 10_000
 LOG_NAME = "bench"
@@ -70,37 +78,11 @@ TARGET_READ_RATIO = 0.3
 # --- helpers --------------------------------------------------------------------------------
 def writer_conf(buffer_size: int) -> dict[str, object]:
     """One segment for the whole run, no periodic or immediate flush."""
-    return {
-        "writerOutputBufferSize": buffer_size,
-        "logSegmentRollingMinutes": 0,
-        "maxLogSegmentBytes": 1 << 30,
-        "enableImmediateFlush": False,
-        "periodicFlushFrequencyMilliSeconds": 0,
-    }
+    return _common.writer_conf(writerOutputBufferSize=buffer_size)
 
 
 def make_records(n: int) -> list[storage.LogRecord]:
     return [storage.LogRecord(i + 1, PAYLOAD) for i in range(n)]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
-
-
-def fmt_rate(records_per_s: float) -> str:
-    mb_s = records_per_s * RECORD_SIZE / 1e6
-    return f"{records_per_s:,.0f} rec/s ({mb_s:,.1f} MB/s)"
-
-
-def fmt_bytes(n: float) -> str:
-    return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / KIB:.1f} KiB"
 
 
 class Workspace:
@@ -154,13 +136,6 @@ class BenchNamespace:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def wait_all(futures: Sequence[Future[Any]]) -> Any:
-    last: Any = None
-    for f in futures:
-        last = f.result()
-    return last
-
-
 # --- (a) writer throughput ------------------------------------------------------------------
 @dataclass
 class WriterRun:
@@ -178,16 +153,7 @@ def run_async_writer(ws: Workspace, records: list[storage.LogRecord], buffer_siz
     try:
         dlm = bns.ns.open_log(LOG_NAME, conf=writer_conf(buffer_size))
         aw = dlm.open_async_writer()
-        write = aw.write
-        futures: list[Future[storage.DLSN]] = []
-        append = futures.append
-        gc.collect()
-        t0 = time.perf_counter()
-        for rec in records:
-            append(write(rec))
-        aw.flush().result()
-        last = wait_all(futures)
-        seconds = time.perf_counter() - t0
+        seconds, last = timed_async_writes(aw, records)
         fsyncs = bns.sync_count()
         aw.close()
         data_bytes = sum(p.stat().st_size for p in bns.ledger_files())
@@ -533,10 +499,6 @@ def profile_reader(ws: Workspace, n: int, top: int = 15) -> str:
 
 
 # --- report -----------------------------------------------------------------------------------
-def yes_no(ok: bool) -> str:
-    return "**yes**" if ok else "**NO**"
-
-
 def render(
     n: int,
     lat_n: int,
@@ -608,20 +570,6 @@ def render(
     return "\n".join(lines)
 
 
-def default_base() -> tuple[Path, bool]:
-    """A fresh directory under ``<repo>/bench-data`` (or the system temp dir) and whether
-    ``bench-data`` itself was created here (then it is removed too if left empty)."""
-    parent = REPO / "bench-data"
-    created = False
-    try:
-        if not parent.exists():
-            parent.mkdir()
-            created = True
-        return Path(tempfile.mkdtemp(prefix="storage-", dir=parent)), created
-    except OSError:
-        return Path(tempfile.mkdtemp(prefix="dl-bench-storage-")), False
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=200_000, help="records for (a) and (c) (default 200,000)")
@@ -635,12 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.records < 1 or args.latency_records < 1 or args.reps < 1:
         parser.error("--records, --latency-records and --reps must be >= 1")
 
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        base = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
-        created_parent = False
-    else:
-        base, created_parent = default_base()
+    base, created_parent = make_base("storage", args.dir)
     ws = Workspace(base)
     started = time.perf_counter()
     try:
@@ -664,12 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render(args.records, args.latency_records, args.reps, writes, lat, read, time.perf_counter() - started))
         return 0
     finally:
-        shutil.rmtree(base, ignore_errors=True)
-        if created_parent:
-            try:
-                base.parent.rmdir()
-            except OSError:
-                pass
+        remove_base(base, created_parent)
 
 
 if __name__ == "__main__":

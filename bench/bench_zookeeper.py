@@ -36,31 +36,31 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import math
 import random
-import shutil
-import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # runnable from a checkout without `pip install -e .`
-    sys.path.insert(0, str(REPO))
+# _common first: it puts the checkout on sys.path for `storage`
+from _common import (
+    GIB,
+    MIB,
+    PAYLOAD,
+    fmt_rate,
+    make_base,
+    median,
+    percentile,
+    remove_base,
+    timed_async_writes,
+    yes_no,
+)
+from _common import writer_conf as conf
 
-import storage  # noqa: E402
-
-RECORD_SIZE = 1024
-PAYLOAD = bytes(range(256)) * (RECORD_SIZE // 256)
-KIB = 1024
-MIB = 1024 * 1024
-GIB = 1024 * MIB
+import storage
 
 TARGET_THROUGHPUT_RATIO = 0.9
 
@@ -76,39 +76,6 @@ Sampler = Generator[float, None, None]
 
 
 # --- helpers --------------------------------------------------------------------------------
-def conf(**overrides: object) -> dict[str, object]:
-    """No time-based rolling, no periodic or immediate flush; ``overrides`` on top."""
-    base: dict[str, object] = {
-        "writerOutputBufferSize": 64 * KIB,
-        "logSegmentRollingMinutes": 0,
-        "maxLogSegmentBytes": GIB,
-        "enableImmediateFlush": False,
-        "periodicFlushFrequencyMilliSeconds": 0,
-    }
-    base.update(overrides)
-    return base
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values) if values else math.nan
-
-
-def fmt_rate(records_per_s: float) -> str:
-    mb_s = records_per_s * RECORD_SIZE / 1e6
-    return f"{records_per_s:,.0f} rec/s ({mb_s:,.1f} MB/s)"
-
-
-def yes_no(ok: bool) -> str:
-    return "**yes**" if ok else "**NO**"
-
-
 def record(txid: int) -> storage.LogRecord:
     return storage.LogRecord(txid, PAYLOAD)
 
@@ -312,17 +279,7 @@ def run_async_writer(b: Backend, records: Sequence[storage.LogRecord], max_bytes
     dlm = b.ns.open_log(name, conf=conf(maxLogSegmentBytes=max_bytes))
     try:
         aw = dlm.open_async_writer()
-        write = aw.write
-        futures: list[Future[storage.DLSN]] = []
-        append = futures.append
-        gc.collect()
-        t0 = time.perf_counter()
-        for rec in records:
-            append(write(rec))
-        aw.flush().result()
-        for f in futures:
-            f.result()
-        seconds = time.perf_counter() - t0
+        seconds, _last = timed_async_writes(aw, records)
         aw.close()
         segments = len(dlm.log_segments())
         if dlm.last_txid() != records[-1].txid:
@@ -442,20 +399,6 @@ def render(
 
 
 # --- main -------------------------------------------------------------------------------------
-def default_base() -> tuple[Path, bool]:
-    """A fresh directory under ``<repo>/bench-data`` (or the system temp dir) and whether
-    ``bench-data`` itself was created here (then it is removed too if left empty)."""
-    parent = REPO / "bench-data"
-    created = False
-    try:
-        if not parent.exists():
-            parent.mkdir()
-            created = True
-        return Path(tempfile.mkdtemp(prefix="zookeeper-", dir=parent)), created
-    except OSError:
-        return Path(tempfile.mkdtemp(prefix="dl-bench-zookeeper-")), False
-
-
 def start_zookeeper(workdir: Path, force_sync: bool) -> Any:
     """A private ZooKeeper server (``tests.zk.ZooKeeperServer``) with its data under ``workdir``."""
     from tests.zk import ZooKeeperServer, free_port
@@ -490,12 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.records < 1 or args.small_reps < 1 or args.reps < 1:
         parser.error("--records, --small-reps and --reps must be >= 1")
 
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-        base = Path(tempfile.mkdtemp(prefix="zookeeper-", dir=args.dir))
-        created_parent = False
-    else:
-        base, created_parent = default_base()
+    base, created_parent = make_base("zookeeper", args.dir)
     started = time.perf_counter()
     server: Any = None
     backends: dict[str, Backend] = {}
@@ -564,12 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"warning: closing the {b.name} namespace: {e}", file=sys.stderr)
         if server is not None:
             server.stop()
-        shutil.rmtree(base, ignore_errors=True)
-        if created_parent:
-            try:
-                base.parent.rmdir()
-            except OSError:
-                pass
+        remove_base(base, created_parent)
 
 
 if __name__ == "__main__":

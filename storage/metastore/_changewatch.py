@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.metastore._watchthread import call_watch, join_watch_thread
+
 log = logging.getLogger(__name__)
 
 #: Rows read from the change log per query.
@@ -98,10 +100,7 @@ class ChangeWatcher:
         self._stop.set()
         with self._mu:
             self._watches.clear()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(join_timeout_s)
-            if self._thread.is_alive():
-                log.warning("metadata watch thread of %s did not stop (a callback is blocking)", self._db_path)
+        join_watch_thread(self._thread, join_timeout_s, log, f"of {self._db_path}")
 
     def forget_after_fork(self) -> None:
         """In a forked child (where the thread does not exist): drop every watch."""
@@ -184,9 +183,4 @@ class ChangeWatcher:
 
     @staticmethod
     def _call(w: _Watch) -> None:
-        if w.cancelled:
-            return
-        try:
-            w.callback(w.path)
-        except Exception:
-            log.exception("metadata watch callback for %s failed", w.path)
+        call_watch(w, log)

@@ -81,6 +81,7 @@ from storage.errors import (
     OwnershipAcquireFailedError,
 )
 from storage.metastore._sqlite_tree import check_data, check_ops, check_path, check_version, parent_of
+from storage.metastore._watchthread import call_watch, join_watch_thread
 from storage.metastore.base import (
     ANY_VERSION,
     Check,
@@ -181,10 +182,7 @@ class _Worker:
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
         self._tasks.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(join_timeout_s)
-            if self._thread.is_alive():
-                log.warning("metadata watch thread %s did not stop (a callback is blocking)", self._thread.name)
+        join_watch_thread(self._thread, join_timeout_s, log, self._thread.name)
 
     def _run(self) -> None:
         while True:
@@ -1002,12 +1000,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     @staticmethod
     def _call(w: _Watch) -> None:
-        if w.cancelled:
-            return
-        try:
-            w.callback(w.path)
-        except Exception:
-            log.exception("metadata watch callback for %s failed", w.path)
+        call_watch(w, log)
 
     # --- locks, internals -----------------------------------------------------------------
     def _create_member(self, path: str, zlock: str, client_id: str) -> tuple[str, int]:

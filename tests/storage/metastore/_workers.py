@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from storage.errors import MetadataVersionError
+from storage.metastore.base import MetadataStore
 from storage.metastore.sqlite import SqliteMetadataStore
 
 
@@ -68,15 +69,24 @@ def take_lock(db: str, path: str, client_id: str, timeout_s: float, out: Any) ->
         lk.release()
 
 
+def apply(store: MetadataStore, op: str, path: str, data: bytes) -> None:
+    """One mutation: ``set``, ``create``, ``delete`` or ``delete-recursive``."""
+    if op == "set":
+        store.set(path, data)
+    elif op == "create":
+        store.create(path, data)
+    elif op == "delete":
+        store.delete(path)
+    elif op == "delete-recursive":
+        store.delete(path, recursive=True)
+    else:
+        raise ValueError(f"unknown mutation {op!r}")
+
+
 def mutate(db: str, op: str, path: str, data: bytes) -> None:
-    """One mutation from another process: ``set``, ``create`` or ``delete``."""
+    """One mutation (see :func:`apply`) from another process."""
     with SqliteMetadataStore(db) as store:
-        if op == "set":
-            store.set(path, data)
-        elif op == "create":
-            store.create(path, data)
-        else:
-            store.delete(path)
+        apply(store, op, path, data)
 
 
 def kill_quietly(pid: int) -> None:

@@ -1,4 +1,6 @@
-"""The embedded metadata store across real processes: CAS counters, locks (and holder death), watches."""
+"""The embedded metadata store across real processes: CAS counters, locks (holder death, a forked
+holder), watch latency and the watch thread. Watches seeing changes from another process are in
+``test_store_behaviour.py`` (its SQLite ``mutate_elsewhere`` is another process)."""
 
 from __future__ import annotations
 
@@ -6,22 +8,14 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from storage.errors import OwnershipAcquireFailedError
 from storage.metastore.sqlite import SqliteMetadataStore
 from tests.storage.metastore import _workers
-
-CTX = multiprocessing.get_context("spawn")
-WAIT_S = 20.0
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "meta.db")
+from tests.storage.metastore._stores import CTX, WAIT_S, run_in_process, watch_probe
 
 
 @pytest.fixture
@@ -29,13 +23,6 @@ def store(db: str) -> Iterator[SqliteMetadataStore]:
     s = SqliteMetadataStore(db)
     yield s
     s.close()
-
-
-def _run(target: Callable[..., object], *args: object) -> None:
-    p = CTX.Process(target=target, args=args)
-    p.start()
-    p.join(60)
-    assert p.exitcode == 0
 
 
 def test_concurrent_cas_increments(store: SqliteMetadataStore, db: str) -> None:
@@ -91,10 +78,10 @@ def test_other_process_times_out_naming_owner(store: SqliteMetadataStore, db: st
     store.create("/l")
     lk = store.lock("/l", "parent-owner", 0)
     out = CTX.Queue()
-    _run(_workers.take_lock, db, "/l", "child", 0.3, out)
+    run_in_process(_workers.take_lock, db, "/l", "child", 0.3, out)
     assert out.get(timeout=WAIT_S) == ("OwnershipAcquireFailedError", "parent-owner")
     lk.release()
-    _run(_workers.take_lock, db, "/l", "child", 0, out)
+    run_in_process(_workers.take_lock, db, "/l", "child", 0, out)
     assert out.get(timeout=WAIT_S)[0] == "ok"
 
 
@@ -128,62 +115,12 @@ def _reap(p: multiprocessing.process.BaseProcess) -> None:
     assert p.exitcode is not None
 
 
-def _watch_event(store: SqliteMetadataStore, path: str) -> tuple[threading.Event, list[float], object]:
-    ev = threading.Event()
-    times: list[float] = []
-
-    def cb(p: str) -> None:
-        assert p == path
-        times.append(time.monotonic())
-        ev.set()
-
-    cancel = store.watch(path, cb)
-    return ev, times, cancel
-
-
-def test_watch_sees_data_change_from_other_process(store: SqliteMetadataStore, db: str) -> None:
-    store.create("/w", b"0")
-    ev, _, _ = _watch_event(store, "/w")
-    _run(_workers.mutate, db, "set", "/w", b"1")
-    assert ev.wait(WAIT_S)
-    assert store.get("/w").value == b"1"
-
-
-def test_watch_sees_children_changes_from_other_process(store: SqliteMetadataStore, db: str) -> None:
-    store.create("/w/deep", make_parents=True)
-    ev, _, _ = _watch_event(store, "/w")
-    _run(_workers.mutate, db, "create", "/w/c", b"")
-    assert ev.wait(WAIT_S)
-    assert store.children("/w") == ["c", "deep"]
-    ev.clear()
-    _run(_workers.mutate, db, "delete", "/w/c", b"")
-    assert ev.wait(WAIT_S)
-    assert store.children("/w") == ["deep"]
-
-
-def test_watch_cancel_stops_callbacks(store: SqliteMetadataStore, db: str) -> None:
-    store.create("/w")
-    calls: list[str] = []
-    cancel = store.watch("/w", calls.append)
-    store.set("/w", b"1")
-    deadline = time.monotonic() + WAIT_S
-    while not calls and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert calls
-    cancel()
-    cancel()  # idempotent
-    seen = len(calls)
-    sentinel, _, _ = _watch_event(store, "/w")  # registered after the cancel: fires after it would have
-    _run(_workers.mutate, db, "set", "/w", b"2")
-    assert sentinel.wait(WAIT_S)
-    assert len(calls) == seen
-
-
 def test_watch_latency_and_close_stops_thread(db: str) -> None:
     with SqliteMetadataStore(db) as writer:
         writer.create("/w")
         reader = SqliteMetadataStore(db)
-        ev, times, _ = _watch_event(reader, "/w")
+        probe = watch_probe(reader, "/w")
+        ev, times = probe.event, probe.times
         latencies = []
         for i in range(20):
             ev.clear()
@@ -197,18 +134,3 @@ def test_watch_latency_and_close_stops_thread(db: str) -> None:
         assert any(n.startswith("metastore-watch") for n in threads_before)
         reader.close()
         assert not any(t.name.startswith("metastore-watch") and t.is_alive() for t in threading.enumerate())
-
-
-def test_failing_callback_does_not_stop_other_watches(store: SqliteMetadataStore, db: str) -> None:
-    store.create("/w")
-
-    def boom(path: str) -> None:
-        raise RuntimeError("callback failure")
-
-    store.watch("/w", boom)
-    ev, _, _ = _watch_event(store, "/w")
-    store.set("/w", b"1")
-    assert ev.wait(WAIT_S)
-    ev.clear()
-    _run(_workers.mutate, db, "set", "/w", b"2")
-    assert ev.wait(WAIT_S)

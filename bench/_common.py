@@ -1,0 +1,124 @@
+"""What the benchmarks share: the records, writer settings, statistics, formatting, the data
+directory and the timed async-writer loop.
+
+Importing this module puts the checkout on ``sys.path`` (the benchmarks run from a checkout without
+``pip install -e .``), so a benchmark imports it before ``storage``.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # runnable from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO))
+
+import storage  # noqa: E402
+
+RECORD_SIZE = 1024
+PAYLOAD = bytes(range(256)) * (RECORD_SIZE // 256)
+KIB = 1024
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def writer_conf(**overrides: object) -> dict[str, object]:
+    """64 KiB output buffer, one segment up to 1 GiB, no time-based rolling, no periodic or
+    immediate flush; ``overrides`` on top."""
+    conf: dict[str, object] = {
+        "writerOutputBufferSize": 64 * KIB,
+        "logSegmentRollingMinutes": 0,
+        "maxLogSegmentBytes": GIB,
+        "enableImmediateFlush": False,
+        "periodicFlushFrequencyMilliSeconds": 0,
+    }
+    conf.update(overrides)
+    return conf
+
+
+# --- statistics and formatting ----------------------------------------------------------------
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..1) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def fmt_rate(records_per_s: float) -> str:
+    mb_s = records_per_s * RECORD_SIZE / 1e6
+    return f"{records_per_s:,.0f} rec/s ({mb_s:,.1f} MB/s)"
+
+
+def fmt_bytes(n: float) -> str:
+    return f"{n / MIB:.2f} MiB" if n >= MIB else f"{n / KIB:.1f} KiB"
+
+
+def yes_no(ok: bool) -> str:
+    return "**yes**" if ok else "**NO**"
+
+
+# --- the timed write loop -----------------------------------------------------------------------
+def wait_all(futures: Sequence[Future[Any]]) -> Any:
+    """Wait for every future; the last one's result."""
+    last: Any = None
+    for f in futures:
+        last = f.result()
+    return last
+
+
+def timed_async_writes(aw: storage.AsyncLogWriter, records: Sequence[storage.LogRecord]) -> tuple[float, Any]:
+    """Seconds to hand every record to ``aw``, flush and see every future resolved (after a
+    ``gc.collect()``, untimed); and the last record's DLSN."""
+    write = aw.write
+    futures: list[Future[storage.DLSN]] = []
+    append = futures.append
+    gc.collect()
+    t0 = time.perf_counter()
+    for rec in records:
+        append(write(rec))
+    aw.flush().result()
+    last = wait_all(futures)
+    return time.perf_counter() - t0, last
+
+
+# --- the data directory -------------------------------------------------------------------------
+def make_base(prefix: str, parent: Path | None) -> tuple[Path, bool]:
+    """A fresh data directory named ``<prefix>-...``: under ``parent`` (created if missing) when
+    given, else under ``<repo>/bench-data`` (or the system temp dir); and whether ``bench-data``
+    itself was created here (then :func:`remove_base` removes it too if left empty)."""
+    if parent is not None:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=parent)), False
+    bench_data = REPO / "bench-data"
+    created = False
+    try:
+        if not bench_data.exists():
+            bench_data.mkdir()
+            created = True
+        return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=bench_data)), created
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"dl-bench-{prefix}-")), False
+
+
+def remove_base(base: Path, created_parent: bool) -> None:
+    """Delete the data directory (and ``bench-data`` if :func:`make_base` created it and it is empty)."""
+    shutil.rmtree(base, ignore_errors=True)
+    if created_parent:
+        try:
+            base.parent.rmdir()
+        except OSError:
+            pass
