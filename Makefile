@@ -10,8 +10,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# An editable install, plus two .pth files a regular `pip install .` does not need: the checkout as
+# a sys.path entry (Spark finds data sources by scanning sys.path for pyspark_* modules, which an
+# editable finder hides), and distributedlog_pyspark.pth (a regular install ships it) so Spark's
+# Python workers run this interpreter.
 venv: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -c "import shutil, sysconfig; d = sysconfig.get_paths()['purelib']; \
+	  shutil.copy('distributedlog_pyspark.pth', d); open(d + '/distributedlog_checkout.pth', 'w').write('$(CURDIR)\n')"
 
 ## Main job: a real log on the embedded default (no server): write, read, truncate, tail.
 demo: venv
@@ -27,13 +33,14 @@ test: venv lint zookeeper
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage tests examples bench
-	$(BIN)/ruff format --check storage tests examples bench
+	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py tests examples bench
+	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py tests examples bench
 	$(BIN)/mypy
 
 bench: venv zookeeper
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
+	$(BIN)/python bench/bench_spark_source.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

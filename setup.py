@@ -1,6 +1,27 @@
 """Install Apache DistributedLog in Python: the `storage` core (and, as they land, the Spark layer and the CLI)."""
 
+import os
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+# Spark starts its Python workers (and the worker that looks data sources up) with PYSPARK_PYTHON,
+# or `python3` from PATH: from a virtualenv that is not activated that is another interpreter,
+# without pyarrow or this package, and format("distributedlog") is not found. This .pth file,
+# installed into site-packages, makes every interpreter of the environment export itself as
+# PYSPARK_PYTHON unless the user set it (os.environ.setdefault), so no hand setting is needed.
+PTH = "distributedlog_pyspark.pth"
+
+
+class BuildPyWithPth(build_py):
+    """build_py that also places the .pth file at the root of the installed tree."""
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(PTH, os.path.join(self.build_lib, PTH))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
 
 setup(
     name="distributedlog-py",
@@ -9,8 +30,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["storage", "storage.*"]),
-    package_data={"storage": ["py.typed"]},
+    cmdclass={"build_py": BuildPyWithPth},
+    packages=find_packages(include=["storage", "storage.*", "dl_spark", "dl_spark.*"]),
+    py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
+    package_data={"storage": ["py.typed"], "dl_spark": ["py.typed"]},
     install_requires=[
         "pyspark==4.3.*",
         "kazoo>=2.9",

@@ -1,0 +1,39 @@
+"""The Spark layer: ``format("distributedlog")`` (CONTRACT §4).
+
+``spark.read.format("distributedlog")`` and ``spark.readStream.format("distributedlog")`` work in
+any SparkSession once this project is installed: Spark finds the top-level module
+``pyspark_distributedlog`` by itself. :func:`register` registers the format explicitly (for a
+session whose Python cannot see that module, e.g. an un-installed checkout).
+
+Spark's Python workers must run the interpreter that has this package: from a virtualenv, set
+``spark.pyspark.python`` (and ``spark.pyspark.driver.python``) to ``sys.executable``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dl_spark.errors import DataLossError, SourceOptionError
+from dl_spark.offsets import decode_offsets, dlsn_to_offset, encode_offsets, offset_to_dlsn
+from dl_spark.reading import SCHEMA, SCHEMA_DDL
+from dl_spark.source import DistributedLogDataSource, DistributedLogReader, DistributedLogStreamReader
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_DDL",
+    "DataLossError",
+    "DistributedLogDataSource",
+    "DistributedLogReader",
+    "DistributedLogStreamReader",
+    "SourceOptionError",
+    "decode_offsets",
+    "dlsn_to_offset",
+    "encode_offsets",
+    "offset_to_dlsn",
+    "register",
+]
+
+
+def register(spark: Any) -> None:
+    """Register ``format("distributedlog")`` in ``spark`` (a SparkSession)."""
+    spark.dataSource.register(DistributedLogDataSource)

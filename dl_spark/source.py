@@ -1,0 +1,417 @@
+"""``format("distributedlog")``: the Python data source, its batch reader and its stream reader.
+
+Process model (PySpark 4.3): the :class:`DistributedLogDataSource` is built when the DataFrame is
+defined (options are checked there), pickled, and re-created as readers in several processes: the
+long-lived streaming runner (``initialOffset``, ``latestOffset``, ``partitions``, ``commit``), the
+planner, and the executors' Python workers (``read``). Readers therefore keep only plain option
+values; storage handles live in :mod:`dl_spark._handles`, one namespace per process. The only
+in-memory state of the stream reader is advisory and rebuilt after a restart: the
+``Trigger.AvailableNow`` target, the last trigger time for ``minRecordsPerTrigger`` /
+``maxTriggerDelay``, and the latest offset it reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from dl_spark import _handles
+from dl_spark.errors import DataLossError, SourceOptionError
+from dl_spark.offsets import decode_offsets, encode_offsets, offset_to_dlsn
+from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_options
+from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
+from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
+from storage.dlsn import DLSN
+from storage.errors import LogEmptyError, LogNotFoundError
+from storage.impl import positioning
+
+__all__ = ["DistributedLogDataSource", "DistributedLogReader", "DistributedLogStreamReader"]
+
+log = logging.getLogger(__name__)
+
+
+# --- helpers shared by both readers -------------------------------------------------------------
+def _inspector(opts: SourceOptions, name: str) -> LogInspector:
+    """A snapshot of ``name``'s segments. Raises LogNotFoundError if the log does not exist."""
+    ns = _handles.namespace(opts.uri)
+    dlm = _handles.log_manager(opts.uri, name)
+    return LogInspector(name, ns.segstore, dlm.log_segments())
+
+
+def _current_logs(opts: SourceOptions) -> list[str]:
+    """The source's logs that exist now (``streams`` in order given, or pattern matches sorted)."""
+    ns = _handles.namespace(opts.uri)
+    if opts.streams is not None:
+        return [s for s in opts.streams if ns.log_exists(s)]
+    return [name for name in ns.list_logs() if opts.matches(name)]
+
+
+def _check_logs_exist(opts: SourceOptions) -> None:
+    """Raises SourceOptionError if a log named in ``streams`` does not exist."""
+    if opts.streams is None:
+        return
+    ns = _handles.namespace(opts.uri)
+    missing = [s for s in opts.streams if not ns.log_exists(s)]
+    if missing:
+        raise SourceOptionError(f"option streams names log(s) that do not exist in {opts.uri}: {', '.join(missing)}")
+
+
+def _check_schema(schema: StructType | None) -> None:
+    if schema is not None and schema != SCHEMA:
+        raise SourceOptionError(
+            "format distributedlog has a fixed schema and does not accept a user-specified one: "
+            + SCHEMA.simpleString()
+        )
+
+
+def _committed_positions(opts: SourceOptions, out_log: str) -> dict[str, DLSN]:
+    """The source positions of this source's logs recorded by the sink in ``out_log``'s latest
+    commit (``startingOffsets=committed:<log>``).
+
+    Raises:
+        SourceOptionError: the sink is not available, ``out_log`` has no commit, or the commit
+            holds no positions of this source's logs.
+    """
+    import dl_spark
+
+    last_commit = getattr(dl_spark, "last_commit", None)
+    if last_commit is None:
+        raise SourceOptionError("startingOffsets=committed:<log> needs dl_spark.last_commit (the sink)")
+    commit = last_commit(opts.uri, out_log)
+    if commit is None:
+        raise SourceOptionError(f"startingOffsets=committed:{out_log}: log {out_log!r} has no sink commit")
+    found: dict[str, DLSN] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if isinstance(k, str) and isinstance(v, str) and opts.matches(k):
+                    try:
+                        found.setdefault(k, offset_to_dlsn(v, k))
+                        continue
+                    except SourceOptionError:
+                        pass
+                visit(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                visit(v)
+
+    visit(commit)
+    if not found:
+        raise SourceOptionError(
+            f"startingOffsets=committed:{out_log}: the latest commit holds no positions of this source's logs"
+        )
+    return found
+
+
+def _resolve_start(opts: SourceOptions, insp: LogInspector, spec_pos: LogStart, *, check: bool = True) -> DLSN:
+    """A log's start as a DLSN: ``earliest`` = first readable, ``latest`` = the tail, a DLSN checked
+    for data loss (``failOnDataLoss``)."""
+    if spec_pos == "earliest":
+        return insp.earliest()
+    if spec_pos == "latest":
+        tail = insp.tail()
+        return insp.earliest() if tail is None else tail
+    return insp.check_start(spec_pos, fail_on_data_loss=opts.fail_on_data_loss) if check else spec_pos
+
+
+def _initial_positions(opts: SourceOptions, logs: Sequence[str], default: str) -> dict[str, DLSN]:
+    """Starting DLSNs of ``logs`` from ``startingOffsets`` / ``startingTxId`` (``default`` when
+    neither is given)."""
+    out: dict[str, DLSN] = {}
+    committed: dict[str, DLSN] | None = None
+    spec = opts.starting
+    if spec is not None and spec.kind == "committed":
+        committed = _committed_positions(opts, spec.committed_log)
+    for name in logs:
+        insp = _inspector(opts, name)
+        if opts.starting_txid is not None:
+            try:
+                d = positioning.dlsn_for_txid(insp.store, insp.segments, opts.starting_txid)
+            except LogEmptyError:
+                d = insp.earliest()
+            out[name] = max(d, insp.earliest())
+            continue
+        pos: LogStart
+        if committed is not None:
+            pos = committed.get(name, "earliest")
+        elif spec is not None:
+            pos = spec.position_of(name, default)  # type: ignore[arg-type]
+        else:
+            pos = default  # type: ignore[assignment]
+        out[name] = _resolve_start(opts, insp, pos)
+    return out
+
+
+def _partitions_for(opts: SourceOptions, start: Mapping[str, DLSN], end: Mapping[str, DLSN]) -> list[LogSlicePartition]:
+    """Plan ``[start, end)`` (a log missing from ``start`` is read from its earliest record)."""
+    planned: list[tuple[LogInspector, list[Slice]]] = []
+    for name in sorted(end):
+        try:
+            insp = _inspector(opts, name)
+        except LogNotFoundError:
+            _deleted(opts, name, start.get(name))
+            continue
+        s = start.get(name)
+        s = insp.earliest() if s is None else insp.check_start(s, fail_on_data_loss=opts.fail_on_data_loss)
+        planned.append((insp, insp.slices(s, end[name])))
+    specs = plan_partitions(
+        planned, max_records_per_partition=opts.max_records_per_partition, min_partitions=opts.min_partitions
+    )
+    return [LogSlicePartition(opts.uri, sp, opts.fail_on_data_loss) for sp in specs]
+
+
+def _deleted(opts: SourceOptions, name: str, pos: DLSN | None) -> None:
+    msg = f"log {name!r} was deleted" + (f" (position {pos} can no longer be read)" if pos is not None else "")
+    if opts.fail_on_data_loss:
+        raise DataLossError(msg + "; set failOnDataLoss=false to ignore it")
+    log.warning("%s; ignoring it (failOnDataLoss=false)", msg)
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, LogSlicePartition):  # Spark's InputPartition(None) for "no partitions"
+        return iter(())
+    return read_partition(partition)
+
+
+# --- the data source ----------------------------------------------------------------------------
+class DistributedLogDataSource(DataSource):
+    """``spark.read`` / ``spark.readStream`` ``.format("distributedlog")`` (CONTRACT §4 "Source")."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        """Raises SourceOptionError for bad options (see :func:`parse_source_options`)."""
+        super().__init__(options)
+        self.source_options = parse_source_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "distributedlog"
+
+    def schema(self) -> StructType:
+        """The fixed row schema. Raises SourceOptionError if a log named in ``streams`` does not exist."""
+        _check_logs_exist(self.source_options)
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DistributedLogReader:
+        """Raises SourceOptionError for options a batch query cannot take, or a missing log."""
+        _check_schema(schema)
+        return DistributedLogReader(self.source_options)
+
+    def streamReader(self, schema: StructType) -> DistributedLogStreamReader:
+        """Raises SourceOptionError for ``endingOffsets`` (batch only) or a missing log."""
+        _check_schema(schema)
+        return DistributedLogStreamReader(self.source_options)
+
+
+class DistributedLogReader(DataSourceReader):
+    """The batch reader: ``[startingOffsets, endingOffsets)`` (defaults earliest, latest)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        """Raises SourceOptionError for ``startingOffsets`` = latest, or a missing log."""
+        for spec in (opts.starting,):
+            if spec is not None and any(p == "latest" for p in [spec.kind, *(p for _, p in spec.per_log)]):
+                raise SourceOptionError("option startingOffsets cannot be 'latest' for a batch query")
+        _check_logs_exist(opts)
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """Plan the whole range now (offsets resolved against the logs as they are).
+
+        Raises:
+            DataLossError: a start was truncated or purged (``failOnDataLoss``).
+        """
+        opts = self.opts
+        logs = _current_logs(opts)
+        start = _initial_positions(opts, logs, "earliest")
+        ending = opts.ending or StartSpec("latest")
+        end: dict[str, DLSN] = {}
+        for name in logs:
+            insp = _inspector(opts, name)
+            pos = ending.position_of(name, "latest")
+            if pos == "latest":
+                tail = insp.tail()
+                end[name] = start[name] if tail is None else max(tail, start[name])
+            else:
+                assert isinstance(pos, DLSN)
+                end[name] = max(pos, start[name])
+        return list(_partitions_for(opts, start, end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Rows of one partition (see :func:`dl_spark.reading.read_partition`)."""
+        return _read(partition)
+
+
+class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The micro-batch reader with admission control and ``Trigger.AvailableNow``."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        """Raises SourceOptionError for ``endingOffsets`` or a log of ``streams`` that does not exist."""
+        if opts.ending is not None:
+            raise SourceOptionError("option endingOffsets is for batch queries only (spark.read), not readStream")
+        _check_logs_exist(opts)
+        self.opts = opts
+        self._target: dict[str, DLSN] | None = None
+        self._last_trigger_ms = 0.0
+        self._latest: dict[str, str] | None = None
+
+    # --- offsets ----------------------------------------------------------------------------
+    def initialOffset(self) -> dict[str, str]:
+        """Positions of the source's current logs from ``startingOffsets`` (default latest) or
+        ``startingTxId``.
+
+        Raises:
+            DataLossError: a given position was truncated or purged (``failOnDataLoss``).
+            SourceOptionError: ``committed:<log>`` cannot be resolved.
+        """
+        logs = _current_logs(self.opts)
+        return encode_offsets(_initial_positions(self.opts, logs, "latest"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMinRows`` / ``ReadMaxRows`` / ``ReadMaxBytes`` from the options, in that order of
+        preference (the others are applied too: Python has no composite limit); else all."""
+        o = self.opts
+        if o.min_records_per_trigger is not None:
+            return ReadMinRows(o.min_records_per_trigger)
+        if o.max_records_per_trigger is not None:
+            return ReadMaxRows(o.max_records_per_trigger)
+        if o.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(o.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the target: the tails of the source's logs now; nothing after them is read."""
+        target: dict[str, DLSN] = {}
+        for name in _current_logs(self.opts):
+            tail = _inspector(self.opts, name).tail()
+            if tail is not None:
+                target[name] = tail
+        self._target = target
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        """The end of the next batch from ``start`` under ``limit`` (and the option caps), capped at
+        the ``AvailableNow`` target; logs matching ``streamPattern`` that appeared are added.
+
+        Raises:
+            DataLossError: a position of ``start`` was truncated or purged, or its log deleted
+                (``failOnDataLoss``).
+        """
+        opts = self.opts
+        begin = decode_offsets(start)
+        names = sorted(set(_current_logs(opts)) | set(begin))
+        inspectors: list[LogInspector] = []
+        starts: list[DLSN] = []
+        uppers: list[DLSN] = []
+        latest: dict[str, DLSN] = {}
+        for name in names:
+            try:
+                insp = _inspector(opts, name)
+            except LogNotFoundError:
+                _deleted(opts, name, begin.get(name))
+                continue
+            if name in begin:
+                s = insp.check_start(begin[name], fail_on_data_loss=opts.fail_on_data_loss)
+            elif not insp.segments:
+                continue  # a new log without data yet: added once it has some
+            else:
+                s = insp.earliest()
+            tail = insp.tail()
+            upper = s if tail is None else max(s, tail)
+            latest[name] = upper
+            if self._target is not None:
+                t = self._target.get(name)
+                upper = s if t is None else max(s, min(upper, t))
+            inspectors.append(insp)
+            starts.append(s)
+            uppers.append(upper)
+        self._latest = encode_offsets(latest)
+        backlogs = [insp.count_between(s, u) for insp, s, u in zip(inspectors, starts, uppers, strict=True)]
+
+        row_cap: int | None = None
+        byte_cap: int | None = None
+        min_rows: int | None = None
+        if not isinstance(limit, ReadAllAvailable):
+            row_cap = opts.max_records_per_trigger
+            byte_cap = opts.max_bytes_per_trigger
+            if isinstance(limit, ReadMaxRows):
+                row_cap = limit.max_rows if row_cap is None else min(row_cap, limit.max_rows)
+            elif isinstance(limit, ReadMaxBytes):
+                byte_cap = limit.max_bytes if byte_cap is None else min(byte_cap, limit.max_bytes)
+            elif isinstance(limit, ReadMinRows):
+                min_rows = limit.min_rows
+
+        total = sum(backlogs)
+        now_ms = time.time() * 1000.0
+        if min_rows is not None and self._target is None and total > 0:
+            waited = now_ms - self._last_trigger_ms
+            if total < min_rows and waited < opts.max_trigger_delay_ms:
+                return dict(start)  # not enough yet: no batch (maxTriggerDelay not reached)
+
+        shares = list(backlogs)
+        if row_cap is not None:
+            shares = allocate(row_cap, backlogs)
+        if byte_cap is not None:
+            sizes = [insp.bytes_between(s, u) for insp, s, u in zip(inspectors, starts, uppers, strict=True)]
+            total_bytes = sum(sizes)
+            if total_bytes > byte_cap:
+                by_bytes = [
+                    insp.rows_within_bytes(s, u, byte_cap * size / total_bytes)
+                    for insp, s, u, size in zip(inspectors, starts, uppers, sizes, strict=True)
+                ]
+                shares = [min(a, b) for a, b in zip(shares, by_bytes, strict=True)]
+        if total > 0 and sum(shares) == 0:  # always make progress: at least one record
+            i = next(i for i, b in enumerate(backlogs) if b > 0)
+            shares[i] = 1
+
+        end: dict[str, DLSN] = {}
+        for insp, s, u, share, backlog in zip(inspectors, starts, uppers, shares, backlogs, strict=True):
+            end[insp.name] = u if share >= backlog else insp.offset_after(s, u, share)
+        result = encode_offsets(end)
+        if result != encode_offsets(begin):
+            self._last_trigger_ms = now_ms
+        return result
+
+    def reportLatestOffset(self) -> dict[str, str] | None:
+        """The tails seen by the last ``latestOffset`` (before limits), for the query progress."""
+        return self._latest
+
+    # --- batches ----------------------------------------------------------------------------
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        """Partitions of ``[start, end)``; ``[]`` when they are equal. Deterministic: a restarted
+        query re-planning a checkpointed batch gets the same partitions.
+
+        Raises:
+            DataLossError: a position of ``start`` was truncated or purged (``failOnDataLoss``).
+        """
+        if start == end:
+            return []
+        return list(_partitions_for(self.opts, decode_offsets(start), decode_offsets(end)))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Rows of one partition (see :func:`dl_spark.reading.read_partition`)."""
+        return _read(partition)
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Nothing to do: positions live in Spark's checkpoint (``commit`` arrives a batch late)."""
+
+    def stop(self) -> None:
+        """Nothing to release: handles are per process (Spark may not call this at all)."""
