@@ -76,6 +76,7 @@ def main() -> None:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # stay on loopback
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     from pyspark.sql import SparkSession
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -83,6 +84,8 @@ def main() -> None:
     spark = (
         SparkSession.builder.master(args.master)
         .config("spark.pyspark.python", sys.executable)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()

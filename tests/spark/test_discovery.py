@@ -26,6 +26,7 @@ def test_fresh_session_finds_the_source_without_registration(tmp_path: Path) -> 
         for t in (1, 2, 3):
             w.write(storage.LogRecord(t, b"v%d" % t))
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH")}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"  # stay on loopback
     out = subprocess.run(
         [sys.executable, "-c", f"URI = {uri!r}\n{SCRIPT}"],
         cwd=tmp_path,
