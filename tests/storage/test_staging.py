@@ -1,0 +1,84 @@
+"""Stage-then-publish: staged records are invisible until published, published atomically with
+a commit record, in order, and never twice."""
+
+from __future__ import annotations
+
+import pytest
+
+import storage
+from storage import DLSN
+from storage.staging import StagedSegment, discard, publish, read_commit, stage_records, sweep
+from tests.storage.test_writer_reader import read_all, write_segment
+
+
+def rows(first: int, n: int) -> list[tuple[int, bytes]]:
+    return [(first + i, b"r%d" % (first + i)) for i in range(n)]
+
+
+def test_stage_publish_in_order_with_commit(ns: storage.Namespace) -> None:
+    dlm = ns.open_log("out")
+    write_segment(dlm, 1, 3)  # an existing segment: txids 1..3
+    a = stage_records(ns, rows(10, 5))
+    b = stage_records(ns, rows(20, 4))
+    assert a is not None and b is not None and stage_records(ns, []) is None
+    assert a.record_count == 5 and (a.first_txid, a.last_txid) == (10, 14)
+    assert StagedSegment.from_dict(a.to_dict()) == a
+    assert [r.txid for r in read_all(dlm)] == [1, 2, 3]  # staged data is invisible
+    seen: list[object] = []
+
+    def decide(prev: dict[str, object] | None) -> bool:
+        seen.append(prev)
+        return True
+
+    result = publish(ns, "out", [a, b], {"batch": 0}, decide)
+    assert not result.skipped and [s.lssn for s in result.segments] == [2, 3]
+    assert seen == [None] and read_commit(ns, "out") == {"batch": 0}
+    recs = read_all(dlm)
+    assert [r.txid for r in recs] == [1, 2, 3, *range(10, 15), *range(20, 24)]
+    assert [r.sequence_id for r in recs] == list(range(12))
+    assert recs[3].dlsn == DLSN(2, 0, 0) and recs[8].dlsn == DLSN(3, 0, 0)
+    assert [s.start_sequence_id for s in dlm.log_segments()] == [0, 3, 8]
+    assert ns.metastore.children("/.staging") == []
+    # A replay decided as "already in" adds nothing and discards the staged data.
+    c = stage_records(ns, rows(30, 2))
+    assert c is not None
+    assert publish(ns, "out", [c], {"batch": 0}, lambda prev: prev != {"batch": 0}).skipped
+    assert c.ledger_id not in ns.segstore.list_ledgers()
+    assert len(read_all(dlm)) == 12
+    # A refusing decision publishes nothing.
+    d = stage_records(ns, rows(40, 2))
+    assert d is not None
+
+    def refuse(prev: dict[str, object] | None) -> bool:
+        raise storage.LockingError("fenced")
+
+    with pytest.raises(storage.LockingError):
+        publish(ns, "out", [d], {"batch": 1}, refuse)
+    assert read_commit(ns, "out") == {"batch": 0} and len(read_all(dlm)) == 12
+    # Records below the log's txid are refused, atomically.
+    e = stage_records(ns, rows(5, 2))
+    assert e is not None
+    with pytest.raises(storage.TransactionIdOutOfOrderError):
+        publish(ns, "out", [e], {"batch": 1}, lambda prev: True)
+    assert read_commit(ns, "out") == {"batch": 0} and len(read_all(dlm)) == 12
+    discard(ns, [d.ledger_id, e.ledger_id])
+    assert ns.metastore.children("/.staging") == []
+
+
+def test_empty_publish_records_commit_and_sweep(ns: storage.Namespace) -> None:
+    assert not publish(ns, "empty", [], {"batch": 7}, lambda prev: True).skipped
+    assert read_commit(ns, "empty") == {"batch": 7}
+    assert ns.open_log("empty").log_segments() == []
+    orphan = stage_records(ns, rows(1, 3))
+    assert orphan is not None
+    assert sweep(ns, older_than_ms=3_600_000) == []  # too young
+    assert sweep(ns, older_than_ms=-1) == [orphan.ledger_id]
+    assert orphan.ledger_id not in ns.segstore.list_ledgers()
+
+
+def test_staging_rejects_bad_records(ns: storage.Namespace) -> None:
+    with pytest.raises(storage.TransactionIdOutOfOrderError):
+        stage_records(ns, [(5, b"a"), (4, b"b")])
+    with pytest.raises(storage.InvalidArgumentError):
+        stage_records(ns, [(1, "not bytes")])  # type: ignore[list-item]
+    assert ns.metastore.children("/.staging") == []
