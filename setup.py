@@ -42,7 +42,9 @@ setup(
         "py4j>=0.10.9",
         "crc32c>=2.3",
         "inotify_simple>=1.3",
+        "click>=8",
     ],
+    entry_points={"console_scripts": ["dlog=storage.cli:main"]},
     extras_require={
         "test": [
             "pytest>=8",
