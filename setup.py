@@ -53,6 +53,9 @@ setup(
             "hypothesis>=6.100",
             "ruff>=0.6",
             "mypy>=1.10",
+            "nbclient>=0.10",
+            "nbformat>=5.9",
+            "ipykernel>=6.29",
         ],
     },
 )

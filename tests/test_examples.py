@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+#: spark-submit as pyspark installs it next to this interpreter (.venv/bin/spark-submit).
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, (
+        f"exit {out.returncode}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-5000:]}"
+    )
+    return out
 
 
 def test_log_tour(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
@@ -20,3 +34,105 @@ def test_log_tour(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SUMMARY OK records=20000" in out.stdout
     assert "end of stream: True" in out.stdout
+
+
+def test_producer_consumer(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    uri = f"distributedlog-local://{tmp_path}/ns"
+    cmd = [sys.executable, str(EXAMPLES / "producer_consumer.py"), "--uri", uri]
+    out = run(cmd, subprocess_env, timeout=120)
+    assert "SUMMARY OK records=10000 end_of_stream=True" in out.stdout
+    assert "in order: True, sequence ids contiguous: True, DLSNs increasing: True" in out.stdout
+
+    # The log is sealed: a second run on it refuses, with a one-line reason and no traceback.
+    again = subprocess.run(cmd, env=subprocess_env, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0
+    assert "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_spark_submit_job(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    """The command the job's docstring gives, from the checkout: the venv's spark-submit with
+    PYSPARK_PYTHON, plus conf/spark-defaults.conf (loopback, no UI)."""
+    env = {k: v for k, v in subprocess_env.items() if k not in ("PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    cmd = [
+        str(SPARK_SUBMIT),
+        "--properties-file",
+        "conf/spark-defaults.conf",
+        # the file names .venv/bin/python relative to the checkout; this interpreter may live elsewhere
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "examples/spark_submit_job.py",
+        "--uri",
+        f"distributedlog-local://{tmp_path}/ns",
+        "--stream",
+        "events",
+        "--demo",
+    ]
+    out = run(cmd, env, timeout=240)
+    assert "JOB OK records=600 users=7 minutes=10 streamed=600 batches=3" in out.stdout
+    assert "|user-0|86    |278.5 |" in out.stdout  # the per-user table
+    assert "streaming: 600 rows in 3 micro-batches" in out.stdout
+
+
+def test_spark_defaults_conf_is_valid() -> None:
+    """Every active line of conf/spark-defaults.conf is `spark.key value`."""
+    lines = [ln.strip() for ln in (ROOT / "conf" / "spark-defaults.conf").read_text().splitlines()]
+    active = [ln for ln in lines if ln and not ln.startswith("#")]
+    keys = [ln.split(None, 1)[0] for ln in active]
+    assert all(k.startswith("spark.") and len(ln.split(None, 1)) == 2 for k, ln in zip(keys, active, strict=True))
+    assert {"spark.pyspark.python", "spark.driver.bindAddress", "spark.sql.streaming.stopTimeout"} <= set(keys)
+
+
+def test_notebook(tmp_path: Path, subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook, committed without outputs, runs top to bottom with nbclient on a kernel that is
+    this interpreter."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code_cells), "clear the notebook's outputs"
+
+    # A kernel spec of our own, so the kernel is this interpreter whatever kernels the machine has.
+    kernels = tmp_path / "jupyter" / "kernels" / "dl-examples"
+    kernels.mkdir(parents=True)
+    kernel_env = {
+        "PYTHONPATH": subprocess_env["PYTHONPATH"],
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "MPLBACKEND": "Agg",
+    }
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "distributedlog examples",
+        "language": "python",
+        "env": kernel_env,
+    }
+    (kernels / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+
+    client = NotebookClient(
+        nb,
+        kernel_name="dl-examples",
+        timeout=240,
+        startup_timeout=60,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+
+    text = "".join(
+        out.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for out in c.outputs
+        if out.output_type == "stream"
+    )
+    assert "NOTEBOOK OK batch=800 streamed=800+200" in text, text[-3000:]
+    assert "first run streamed: 800 rows" in text
+    assert "second run streamed: 200 rows" in text
