@@ -5,33 +5,33 @@ The row schema is fixed (CONTRACT §4)::
     stream STRING NOT NULL, dlsn STRUCT<lssn BIGINT, entry_id BIGINT, slot_id BIGINT> NOT NULL,
     txid BIGINT NOT NULL, sequence_id BIGINT NOT NULL, value BINARY
 
-Entries are decoded with :func:`storage.entry.decode_entry_columns` (parallel lists, no record
-objects); the lists of whole entries are concatenated and turned into Arrow arrays once per batch
-of about :data:`BATCH_ROWS` rows. Only the first and last entries of a partition, and entries that
-hold control or end-of-stream records, are filtered row by row.
+Rows are gathered by :class:`dl_spark._columns.RowColumns` and turned into Arrow arrays once per
+batch of about :data:`BATCH_ROWS` rows (whole entries; fewer if the batch reaches
+:data:`~dl_spark._columns.MAX_BATCH_BYTES`). Uncompressed entries of user records that lie wholly
+inside the partition are scanned in place, without a Python object per record; other entries
+(the partition's first and last, LZ4, record sets, control or end-of-stream records) are decoded
+with :func:`storage.entry.decode_entry_columns` and filtered row by row.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from dl_spark import _handles
+from dl_spark._columns import MAX_BATCH_BYTES, RowColumns
 from dl_spark.errors import DataLossError
 from dl_spark.planning import PartitionSpec
 from storage.entry import decode_entry_columns
 from storage.errors import LedgerNotFoundError
-from storage.record import CONTROL, END_OF_STREAM
 
-__all__ = ["ARROW_SCHEMA", "BATCH_ROWS", "SCHEMA", "SCHEMA_DDL", "LogSlicePartition", "read_partition"]
+__all__ = ["ARROW_SCHEMA", "BATCH_ROWS", "SCHEMA", "SCHEMA_DDL", "LogSlicePartition", "read_entries", "read_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,6 @@ _DLSN_FIELDS = list(ARROW_SCHEMA.field("dlsn").type)
 #: Rows per Arrow batch (about; whole entries are never split across batches).
 BATCH_ROWS = 10_000
 
-_NOT_USER = CONTROL | END_OF_STREAM
-
 
 @dataclass(frozen=True)
 class LogSlicePartition(InputPartition):
@@ -101,34 +99,6 @@ class LogSlicePartition(InputPartition):
             f"LogSlicePartition({s.log!r}, lssn={s.lssn}, positions={s.first_pos}..{s.last_pos}, "
             f"entries={s.first_entry}..{s.last_entry})"
         )
-
-
-def _string_column(value: str, n: int) -> pa.Array:
-    data = value.encode()
-    offsets = pa.array(range(0, len(data) * (n + 1), len(data)) if data else [0] * (n + 1), pa.int32())
-    return pa.StringArray.from_buffers(n, offsets.buffers()[1], pa.py_buffer(data * n))
-
-
-def _batch(
-    stream: str,
-    lssn: int,
-    seq_base: int,
-    entry_col: list[int],
-    slots: list[int],
-    txids: list[int],
-    positions: list[int],
-    values: list[bytes],
-) -> pa.RecordBatch:
-    n = len(txids)
-    dlsn = pa.StructArray.from_arrays(
-        [pa.repeat(pa.scalar(lssn, pa.int64()), n), pa.array(entry_col, pa.int64()), pa.array(slots, pa.int64())],
-        fields=_DLSN_FIELDS,
-    )
-    seq = pc.add(pa.array(positions, pa.int64()), pa.scalar(seq_base, pa.int64()))
-    return pa.RecordBatch.from_arrays(
-        [_string_column(stream, n), dlsn, pa.array(txids, pa.int64()), seq, pa.array(values, pa.binary())],
-        schema=ARROW_SCHEMA,
-    )
 
 
 def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -152,46 +122,57 @@ def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Ite
             raise DataLossError(msg + "; set failOnDataLoss=false to skip lost data") from None
         log.warning("%s; skipping it (failOnDataLoss=false)", msg)
         return
-    lo, hi = spec.first_pos, spec.last_pos
-    seq_base = spec.start_sequence_id - 1
-    envelope = spec.envelope
-    entry_col: list[int] = []
-    slots: list[int] = []
-    txids: list[int] = []
-    positions: list[int] = []
-    values: list[bytes] = []
-    done = False
+    try:
+        yield from read_entries(
+            entries,
+            stream=spec.log,
+            lssn=spec.lssn,
+            start_sequence_id=spec.start_sequence_id,
+            envelope=spec.envelope,
+            first_pos=spec.first_pos,
+            last_pos=spec.last_pos,
+            batch_rows=batch_rows,
+        )
+    finally:
+        close = getattr(entries, "close", None)
+        if close is not None:
+            close()
+
+
+def read_entries(
+    entries: Iterable[tuple[int, bytes]],
+    *,
+    stream: str,
+    lssn: int,
+    start_sequence_id: int,
+    envelope: bool,
+    first_pos: int,
+    last_pos: int,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of user records ``first_pos..last_pos`` found in ``entries`` (``(entry_id, data)``
+    of segment ``lssn`` of log ``stream``, in order), as record batches of :data:`ARROW_SCHEMA`.
+
+    Reading stops after the first entry whose last record is at or past ``last_pos``.
+
+    Raises:
+        InvalidEnvelopedEntryError, CorruptedEntryError: a malformed entry.
+    """
+    lo, hi = first_pos, last_pos
+    rows = RowColumns(stream, lssn, start_sequence_id - 1)
     for entry_id, data in entries:
-        cols = decode_entry_columns(data, envelope=envelope, include_control=False)
-        pos = cols.positions
-        if not pos:
-            continue
-        if pos[0] >= lo and pos[-1] <= hi and not any(cols.flags):
-            n = len(pos)
-            entry_col.extend(itertools.repeat(entry_id, n))
-            slots.extend(cols.slots)
-            txids.extend(cols.txids)
-            positions.extend(pos)
-            values.extend(cols.payloads)
+        last = rows.add_plain_entry(entry_id, data, lo, hi) if envelope and type(data) is bytes else None
+        if last is None:
+            cols = decode_entry_columns(data, envelope=envelope, include_control=False)
+            if not cols.positions:
+                continue
+            done = rows.add_rows(entry_id, cols, lo, hi)
+            last = cols.positions[-1]
         else:
-            for i, p in enumerate(pos):
-                if p > hi:
-                    done = True
-                    break
-                if p < lo or cols.flags[i] & _NOT_USER:
-                    continue
-                entry_col.append(entry_id)
-                slots.append(cols.slots[i])
-                txids.append(cols.txids[i])
-                positions.append(p)
-                values.append(cols.payloads[i])
-        if len(txids) >= batch_rows:
-            yield _batch(spec.log, spec.lssn, seq_base, entry_col, slots, txids, positions, values)
-            entry_col, slots, txids, positions, values = [], [], [], [], []
-        if done or pos[-1] >= hi:
+            done = False
+        if rows.num_rows >= batch_rows or rows.num_bytes >= MAX_BATCH_BYTES:
+            yield rows.batch(ARROW_SCHEMA)
+        if done or last >= hi:
             break
-    close = getattr(entries, "close", None)
-    if close is not None:
-        close()
-    if txids:
-        yield _batch(spec.log, spec.lssn, seq_base, entry_col, slots, txids, positions, values)
+    if rows.num_rows:
+        yield rows.batch(ARROW_SCHEMA)
