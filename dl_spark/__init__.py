@@ -1,6 +1,7 @@
 """The Spark layer: ``format("distributedlog")`` (CONTRACT §4).
 
-``spark.read.format("distributedlog")`` and ``spark.readStream.format("distributedlog")`` work in
+``spark.read`` / ``spark.readStream`` (the source) and ``df.write`` / ``df.writeStream`` (the
+exactly-once sink, see :mod:`dl_spark.sink`) ``.format("distributedlog")`` work in
 any SparkSession once this project is installed: Spark finds the top-level module
 ``pyspark_distributedlog`` by itself. :func:`register` registers the format explicitly (for a
 session whose Python cannot see that module, e.g. an un-installed checkout).
@@ -13,22 +14,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from dl_spark.errors import DataLossError, SourceOptionError
+from dl_spark.errors import DataLossError, QueryFencedError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, dlsn_to_offset, encode_offsets, offset_to_dlsn
 from dl_spark.reading import SCHEMA, SCHEMA_DDL
+from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, last_commit
 from dl_spark.source import DistributedLogDataSource, DistributedLogReader, DistributedLogStreamReader
 
 __all__ = [
     "SCHEMA",
     "SCHEMA_DDL",
     "DataLossError",
+    "DistributedLogBatchWriter",
     "DistributedLogDataSource",
     "DistributedLogReader",
     "DistributedLogStreamReader",
+    "DistributedLogStreamWriter",
+    "QueryFencedError",
+    "SinkCommitMessage",
+    "SinkOptionError",
     "SourceOptionError",
     "decode_offsets",
     "dlsn_to_offset",
     "encode_offsets",
+    "last_commit",
     "offset_to_dlsn",
     "register",
 ]

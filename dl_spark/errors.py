@@ -1,8 +1,8 @@
-"""Errors of the Spark layer; both are part of ``storage``'s error tree (root ``DLError``)."""
+"""Errors of the Spark layer; all are part of ``storage``'s error tree (root ``DLError``)."""
 
 from __future__ import annotations
 
-from storage.errors import AlreadyTruncatedTransactionError, InvalidArgumentError
+from storage.errors import AlreadyTruncatedTransactionError, InvalidArgumentError, WriterFencedError
 
 
 class SourceOptionError(InvalidArgumentError):
@@ -14,4 +14,13 @@ class DataLossError(AlreadyTruncatedTransactionError):
     (raised only with ``failOnDataLoss=true``)."""
 
 
-__all__ = ["DataLossError", "SourceOptionError"]
+class SinkOptionError(InvalidArgumentError):
+    """A bad option or input schema of the ``distributedlog`` sink: raised before any row is written."""
+
+
+class QueryFencedError(WriterFencedError):
+    """An older run of a streaming query tried to commit after a newer run of the same query id
+    committed to the log (a zombie): its batch is refused and nothing of it becomes visible."""
+
+
+__all__ = ["DataLossError", "QueryFencedError", "SinkOptionError", "SourceOptionError"]

@@ -31,11 +31,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from dl_spark import _handles
-from dl_spark.errors import DataLossError, SourceOptionError
+from dl_spark.errors import DataLossError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, encode_offsets, offset_to_dlsn
 from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_options
 from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
+from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
 from storage.dlsn import DLSN
 from storage.errors import LogEmptyError, LogNotFoundError
 from storage.impl import positioning
@@ -196,12 +197,22 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
 
 # --- the data source ----------------------------------------------------------------------------
 class DistributedLogDataSource(DataSource):
-    """``spark.read`` / ``spark.readStream`` ``.format("distributedlog")`` (CONTRACT §4 "Source")."""
+    """``spark.read`` / ``spark.readStream`` / ``df.write`` / ``df.writeStream``
+    ``.format("distributedlog")`` (CONTRACT §4 "Source" and "Sink")."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        """Raises SourceOptionError for bad options (see :func:`parse_source_options`)."""
+        """Options are checked by the method that uses them: the source's by :meth:`schema` /
+        :meth:`reader` / :meth:`streamReader` (see :func:`parse_source_options`), the sink's by
+        :meth:`writer` / :meth:`streamWriter` (see :func:`dl_spark.sink.parse_sink_options`)."""
         super().__init__(options)
-        self.source_options = parse_source_options(options)
+        self._source_options: SourceOptions | None = None
+
+    @property
+    def source_options(self) -> SourceOptions:
+        """The source's options. Raises SourceOptionError for bad ones."""
+        if self._source_options is None:
+            self._source_options = parse_source_options(self.options)
+        return self._source_options
 
     @classmethod
     def name(cls) -> str:
@@ -221,6 +232,20 @@ class DistributedLogDataSource(DataSource):
         """Raises SourceOptionError for ``endingOffsets`` (batch only) or a missing log."""
         _check_schema(schema)
         return DistributedLogStreamReader(self.source_options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DistributedLogBatchWriter:
+        """The batch sink (``df.write``): all rows of the job or none. Raises SinkOptionError for
+        bad options or input columns, or ``mode("overwrite")`` (logs are append-only)."""
+        if overwrite:
+            raise SinkOptionError("format distributedlog appends to logs: use mode('append'), not 'overwrite'")
+        return DistributedLogBatchWriter(parse_sink_options(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DistributedLogStreamWriter:
+        """The exactly-once streaming sink. Raises SinkOptionError for bad options or input columns
+        (complete output mode included: logs are append-only)."""
+        if overwrite:
+            raise SinkOptionError("format distributedlog appends to logs: use outputMode('append') or 'update'")
+        return DistributedLogStreamWriter(parse_sink_options(self.options, schema))
 
 
 class DistributedLogReader(DataSourceReader):

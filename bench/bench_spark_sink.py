@@ -1,0 +1,112 @@
+"""Spark sink benchmark: the same DataFrame of N 1 KiB rows, streamed (file source prepared here,
+``Trigger.AvailableNow``) into this exactly-once sink and into Spark's parquet file sink, in one run.
+
+Prints a markdown table: rows/s of each and the ratio distributedlog / parquet (target >= 1.0).
+
+    .venv/bin/python bench/bench_spark_sink.py --records 200000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import storage  # noqa: E402
+
+PAYLOAD = 1024
+
+
+def run_stream(writer, what: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Start ``writer`` (AvailableNow), wait; (rows/s, rows)."""
+    t = time.perf_counter()
+    q = writer.trigger(availableNow=True).start()
+    q.awaitTermination()
+    elapsed = time.perf_counter() - t
+    rows = sum(p["numInputRows"] for p in q.recentProgress)
+    print(f"{what}: {rows} rows in {elapsed:.2f}s", flush=True)
+    return (rows / elapsed if elapsed > 0 else 0.0), rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--files", type=int, default=4, help="input files (= partitions of the batch)")
+    ap.add_argument("--master", default="local[4]")
+    ap.add_argument("--dir", default=None, help="work directory (default: a temp dir, deleted after)")
+    args = ap.parse_args()
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-sink-"))
+    n = args.records
+    uri = f"distributedlog-local://{work / 'ns'}"
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # stay on loopback
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as sf
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+
+    # The input: N rows of a 1 KiB binary value, as parquet files (the streaming file source reads them).
+    t = time.perf_counter()
+    src_dir = work / "input"
+    pad = "x" * (PAYLOAD - 10)
+    (
+        spark.range(0, n, numPartitions=args.files)
+        .select(sf.encode(sf.concat(sf.format_string("%010d", "id"), sf.lit(pad)), "utf-8").alias("value"))
+        .write.parquet(str(src_dir))
+    )
+    schema = spark.read.parquet(str(src_dir)).schema
+    print(f"prepared {n} rows of {PAYLOAD} B in {args.files} files in {time.perf_counter() - t:.1f}s", flush=True)
+
+    def source():  # type: ignore[no-untyped-def]
+        return spark.readStream.schema(schema).parquet(str(src_dir))
+
+    def dl_writer(log: str, ckpt: str):  # type: ignore[no-untyped-def]
+        w = source().writeStream.format("distributedlog").option("uri", uri).option("stream", log)
+        return w.option("checkpointLocation", ckpt)
+
+    def pq_writer(path: str, ckpt: str):  # type: ignore[no-untyped-def]
+        return source().writeStream.format("parquet").option("path", path).option("checkpointLocation", ckpt)
+
+    # warm up both paths once (JVM code paths, Python workers), then measure each once
+    run_stream(dl_writer("warm", str(work / "ck-warm-dl")), "warm-up distributedlog")
+    run_stream(pq_writer(str(work / "warm-pq"), str(work / "ck-warm-pq")), "warm-up parquet")
+    pq, pq_rows = run_stream(pq_writer(str(work / "out-pq"), str(work / "ck-pq")), "parquet sink")
+    dl, dl_rows = run_stream(dl_writer("out", str(work / "ck-dl")), "distributedlog sink")
+    spark.stop()
+    with storage.open_namespace(uri) as ns:
+        written = ns.open_log("out").record_count()
+    assert written == n == dl_rows == pq_rows, (written, n, dl_rows, pq_rows)
+
+    print()
+    print(f"N = {n} rows of {PAYLOAD} B, {args.master}, {args.files} partitions, writeStream + availableNow\n")
+    print("| sink | rows/s | MiB/s | vs parquet |")
+    print("|---|---:|---:|---:|")
+    for label, r in (("parquet file sink (Spark built-in)", pq), ("distributedlog (exactly-once)", dl)):
+        print(f"| {label} | {r:,.0f} | {r * PAYLOAD / (1 << 20):,.1f} | {r / pq:.2f} |")
+    print(f"\ndistributedlog / parquet = {dl / pq:.2f} (target >= 1.0)")
+    if args.dir is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

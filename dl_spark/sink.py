@@ -1,0 +1,577 @@
+"""The exactly-once sink: ``df.writeStream.format("distributedlog")`` and ``df.write.format("distributedlog")``.
+
+Stage, then publish (CONTRACT §4 "Sink"):
+
+* Each task (``write`` on an executor) stages its rows with :func:`storage.staging.stage_records`
+  into new sealed ledgers that no reader can see, one per target log, and returns a
+  :class:`SinkCommitMessage` naming them (plus partition id, attempt, query id, run id, batch id).
+  A task that fails discards what it staged before re-raising.
+* The driver's ``commit(messages, batchId)`` (a fresh writer in a fresh Python worker: no state is
+  kept in memory between calls) publishes, per target log, the staged ledgers in partition order
+  together with the commit record (:mod:`dl_spark.commits`) in ONE versioned metadata transaction
+  (:func:`storage.staging.publish`). A replayed batch id is skipped, an older run of the same query
+  id is fenced. A batch that targets several logs (``stream`` column) is atomic per log.
+* ``abort`` discards the staged ledgers that were not published; every commit also sweeps staged
+  ledgers older than ``stagingRetentionMs`` (orphans of tasks whose process died).
+
+Options: ``uri`` (required), ``stream`` (target log; wins over a ``stream`` column),
+``checkpointLocation`` (Spark passes it; the sink reads the batch's end offsets and timestamp from
+it), ``stagingRetentionMs`` (default one hour).
+Columns: ``value`` BINARY or STRING (UTF-8), required; ``stream`` STRING (without the option);
+``txid`` integral, optional: otherwise every row of a micro-batch gets the batch's timestamp
+(``batchTimestampMs``, the same on every task and on a replay, non-decreasing across batches), and
+every row of a batch job the time its writer was created on the driver. Other columns are ignored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from dl_spark import _handles
+from dl_spark.commits import decide_stream, read_batch_info, read_query_id
+from dl_spark.errors import SinkOptionError
+from storage.errors import InvalidStreamNameError, LogNotFoundError, MetadataVersionError, NoNodeError
+from storage.impl.layout import join
+from storage.impl.names import validate_log_name
+from storage.impl.namespace import Namespace
+from storage.staging import STAGING_ROOT, StagedSegment, discard, publish, read_commit, stage_records, sweep
+
+__all__ = [
+    "DistributedLogBatchWriter",
+    "DistributedLogStreamWriter",
+    "SinkCommitMessage",
+    "SinkOptions",
+    "last_commit",
+    "parse_sink_options",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``stagingRetentionMs`` default: staged ledgers older than this are orphans (their task died).
+DEFAULT_STAGING_RETENTION_MS = 60 * 60 * 1000
+_INTEGRAL = (LongType, IntegerType, ShortType, ByteType)
+
+
+# --- options and schema -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SinkOptions:
+    """The sink's options and the input columns it uses, checked (plain values: pickled)."""
+
+    uri: str
+    stream: str | None
+    checkpoint: str | None
+    staging_retention_ms: int
+    value_is_string: bool
+    has_stream_column: bool
+    has_txid_column: bool
+
+
+def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+    """Check the options and the input schema before any row is written.
+
+    Raises:
+        SinkOptionError: no ``uri``; an invalid ``stream`` name; no ``value`` column or one that is
+            not BINARY/STRING; neither a ``stream`` option nor a STRING ``stream`` column; a
+            ``txid`` column that is not integral; a bad ``stagingRetentionMs``.
+    """
+    opts = {str(k).lower(): v for k, v in options.items()}
+    uri = str(opts.get("uri") or "").strip()
+    if not uri:
+        raise SinkOptionError("option uri is required: the namespace URI, e.g. distributedlog-local:///abs/path")
+    stream = opts.get("stream")
+    if stream is not None:
+        try:
+            stream = validate_log_name(str(stream).strip())
+        except InvalidStreamNameError as e:
+            raise SinkOptionError(f"option stream: invalid log name {stream!r}: {e}") from None
+    fields = {f.name.lower(): f for f in schema.fields}
+    value = fields.get("value")
+    if value is None:
+        got = schema.simpleString()
+        raise SinkOptionError(f"the distributedlog sink needs a 'value' column (BINARY or STRING); got {got}")
+    if not isinstance(value.dataType, BinaryType | StringType):
+        raise SinkOptionError(f"column value must be BINARY or STRING, got {value.dataType.simpleString()}")
+    stream_col = fields.get("stream")
+    if stream_col is not None and not isinstance(stream_col.dataType, StringType):
+        if stream is None:
+            raise SinkOptionError(f"column stream must be STRING, got {stream_col.dataType.simpleString()}")
+        stream_col = None
+    if stream is None and stream_col is None:
+        raise SinkOptionError("the distributedlog sink needs the option stream (target log) or a STRING column stream")
+    txid = fields.get("txid")
+    if txid is not None and not isinstance(txid.dataType, _INTEGRAL):
+        raise SinkOptionError(f"column txid must be BIGINT (an integral type), got {txid.dataType.simpleString()}")
+    raw_ret = str(opts.get("stagingretentionms", DEFAULT_STAGING_RETENTION_MS)).strip()
+    if not raw_ret.isdigit() or int(raw_ret) < 1:
+        raise SinkOptionError(f"option stagingRetentionMs must be a positive integer (milliseconds), got {raw_ret!r}")
+    checkpoint = opts.get("checkpointlocation")
+    return SinkOptions(
+        uri=uri,
+        stream=stream,
+        checkpoint=str(checkpoint) if checkpoint else None,
+        staging_retention_ms=int(raw_ret),
+        value_is_string=isinstance(value.dataType, StringType),
+        has_stream_column=stream is None and stream_col is not None,
+        has_txid_column=txid is not None,
+    )
+
+
+def last_commit(uri: str, log: str) -> dict[str, object] | None:
+    """The latest commit record the sink published on ``log`` (None: no commit, or no such log).
+
+    Raises:
+        InvalidStreamNameError, MetadataError.
+    """
+    try:
+        return read_commit(_handles.namespace(uri), log)
+    except LogNotFoundError:
+        return None
+
+
+# --- commit messages ----------------------------------------------------------------------------
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task staged: ``staged[log]`` = StagedSegment dicts in row order."""
+
+    partition_id: int
+    attempt: int
+    query_id: str | None
+    run_id: str | None
+    batch_id: int | None
+    staged: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    rows: int = 0
+
+    def ledger_ids(self) -> list[int]:
+        return [int(d["ledger_id"]) for segs in self.staged.values() for d in segs]
+
+
+def _messages(messages: Sequence[WriterCommitMessage | None]) -> list[SinkCommitMessage]:
+    out = [m for m in messages if isinstance(m, SinkCommitMessage)]
+    return sorted(out, key=lambda m: m.partition_id)
+
+
+def _discard_unpublished(ns: Namespace, ledger_ids: Iterable[int]) -> None:
+    """Discard staged ledgers that are still registered as staged (a published ledger's
+    registration went away in the publishing transaction, so it is never touched)."""
+    for lid in ledger_ids:
+        try:
+            if ns.metastore.exists(join(ns.root, STAGING_ROOT, str(lid))) is None:
+                continue
+            discard(ns, [lid])
+        except NoNodeError:
+            continue
+        except Exception:  # best effort: the sweep removes it later
+            log.warning("could not discard staged ledger %s; the sweep will remove it", lid, exc_info=True)
+
+
+def _tag_staged(ns: Namespace, ledger_ids: Iterable[int], tag: dict[str, object]) -> None:
+    """Add ``tag`` (who staged it: query/batch or job, partition, attempt) to the staging
+    registrations of ``ledger_ids``, so the driver can recognise what a failed attempt left."""
+    for lid in ledger_ids:
+        path = join(ns.root, STAGING_ROOT, str(lid))
+        try:
+            got = ns.metastore.get(path)
+            doc = json.loads(got.value)
+            if not isinstance(doc, dict):
+                continue
+            doc["sink"] = tag
+            ns.metastore.set(path, json.dumps(doc).encode(), got.version)
+        except (NoNodeError, MetadataVersionError, ValueError):
+            continue
+
+
+def _discard_attempts(ns: Namespace, keep: set[int], match: Callable[[dict[str, Any]], bool]) -> list[int]:
+    """Discard staged ledgers whose tag matches and that no committed task names: what failed task
+    attempts of this batch/job staged (Spark drops their commit messages). Best effort."""
+    try:
+        names = ns.metastore.children(join(ns.root, STAGING_ROOT))
+        got = ns.metastore.get_many([join(ns.root, STAGING_ROOT, n) for n in names])
+    except NoNodeError:
+        return []
+    except Exception:
+        log.warning("could not list staged ledgers", exc_info=True)
+        return []
+    found: list[int] = []
+    for name, reg in zip(names, got, strict=True):
+        if reg is None or not name.isdigit() or int(name) in keep:
+            continue
+        try:
+            tag = json.loads(reg.value).get("sink")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(tag, dict) and match(tag):
+            found.append(int(name))
+    _discard_unpublished(ns, found)
+    return found
+
+
+# --- staging (executors) ------------------------------------------------------------------------
+_END = object()
+
+
+class _CancelledError(Exception):
+    pass
+
+
+class _LogStager(threading.Thread):
+    """Stages the records of one log from chunks fed by the task's thread (a ``stream`` column
+    spreads one task's rows over several logs; each log gets one ledger)."""
+
+    def __init__(self, ns: Namespace, log_name: str) -> None:
+        super().__init__(name=f"dl-stage-{log_name}", daemon=True)
+        self.ns = ns
+        self.log_name = log_name
+        self.chunks: queue.Queue[object] = queue.Queue(maxsize=4)
+        self.staged: StagedSegment | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.staged = stage_records(self.ns, self._records())
+        except BaseException as e:
+            self.error = e
+        finally:
+            while True:  # unblock a feeder after a failure
+                try:
+                    self.chunks.get_nowait()
+                except queue.Empty:
+                    break
+
+    def _records(self) -> Iterator[tuple[int, bytes]]:
+        while True:
+            chunk = self.chunks.get()
+            if chunk is _END:
+                return
+            if chunk is None:
+                raise _CancelledError()
+            yield from chunk  # type: ignore[misc]
+
+    def feed(self, chunk: object) -> None:
+        while True:
+            if self.error is not None:
+                raise self.error
+            if not self.is_alive() and chunk is not None:
+                raise RuntimeError(f"stager of log {self.log_name!r} stopped")
+            try:
+                self.chunks.put(chunk, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def finish(self) -> StagedSegment | None:
+        self.feed(_END)
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.staged
+
+    def cancel(self) -> None:
+        if self.is_alive():
+            try:
+                self.chunks.put(None, timeout=5)
+            except queue.Full:
+                pass
+            self.join(timeout=30)
+
+
+def _payloads(batch: pa.RecordBatch, value_is_string: bool) -> list[bytes]:
+    col = batch.column("value")
+    if col.null_count:
+        raise SinkOptionError("column value must not be null")
+    if value_is_string or not pa.types.is_binary(col.type):
+        col = pc.cast(col, pa.binary())
+    return col.to_pylist()  # type: ignore[no-any-return]
+
+
+def _txids(batch: pa.RecordBatch) -> list[int]:
+    col = batch.column("txid")
+    if col.null_count:
+        raise SinkOptionError("column txid must not be null")
+    return col.to_pylist()  # type: ignore[no-any-return]
+
+
+def _lower_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    names = [n.lower() for n in batch.schema.names]
+    if names == batch.schema.names:
+        return batch
+    return pa.RecordBatch.from_arrays(batch.columns, names=names)
+
+
+def stage_task(
+    opts: SinkOptions, batches: Iterable[pa.RecordBatch], default_txid: int
+) -> tuple[dict[str, list[StagedSegment]], int]:
+    """Stage one task's rows: ``({log: [StagedSegment]}, rows)``. On any failure every ledger this
+    task staged is discarded before the error is raised.
+
+    Raises:
+        SinkOptionError: a null value, stream or txid. TransactionIdOutOfOrderError: txids of the
+        ``txid`` column decrease within the task. InvalidStreamNameError: a bad ``stream`` value.
+        Storage errors.
+    """
+    ns = _handles.namespace(opts.uri)
+    rows = 0
+    if opts.stream is not None:
+        target = opts.stream
+
+        def records() -> Iterator[tuple[int, bytes]]:
+            nonlocal rows
+            for raw in batches:
+                batch = _lower_batch(raw)
+                payloads = _payloads(batch, opts.value_is_string)
+                rows += len(payloads)
+                if opts.has_txid_column:
+                    yield from zip(_txids(batch), payloads, strict=True)
+                else:
+                    yield from zip(itertools.repeat(default_txid), payloads)
+
+        seg = stage_records(ns, records())  # discards its own ledger on failure
+        return ({target: [seg]} if seg is not None else {}), rows
+
+    stagers: dict[str, _LogStager] = {}
+    done: dict[str, list[StagedSegment]] = {}
+    try:
+        for raw in batches:
+            batch = _lower_batch(raw)
+            payloads = _payloads(batch, opts.value_is_string)
+            streams = batch.column("stream")
+            if streams.null_count:
+                raise SinkOptionError("column stream must not be null (or set the option stream)")
+            names = streams.to_pylist()
+            txids = _txids(batch) if opts.has_txid_column else itertools.repeat(default_txid)
+            groups: dict[str, list[tuple[int, bytes]]] = {}
+            for name, txid, payload in zip(names, txids, payloads, strict=False):
+                groups.setdefault(name, []).append((txid, payload))
+            rows += len(payloads)
+            for name, chunk in groups.items():
+                stager = stagers.get(name)
+                if stager is None:
+                    validate_log_name(name)
+                    stager = stagers[name] = _LogStager(ns, name)
+                    stager.start()
+                stager.feed(chunk)
+        for name, stager in stagers.items():
+            seg = stager.finish()
+            if seg is not None:
+                done[name] = [seg]
+        return done, rows
+    except BaseException:
+        for stager in stagers.values():
+            stager.cancel()
+        _discard_unpublished(ns, [s.ledger_id for segs in done.values() for s in segs])
+        _discard_unpublished(ns, [s.staged.ledger_id for s in stagers.values() if s.staged is not None])
+        raise
+
+
+def _task_context() -> tuple[int, int, str | None, str | None, int | None]:
+    """(partition id, attempt, query id, run id, batch id) of the running task."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    if tc is None:
+        return 0, 0, None, None, None
+    batch = tc.getLocalProperty("streaming.sql.batchId")
+    return (
+        tc.partitionId(),
+        tc.attemptNumber(),
+        tc.getLocalProperty("sql.streaming.queryId"),
+        tc.getLocalProperty("spark.jobGroup.id"),  # StreamExecution sets the job group to the run id
+        int(batch) if batch not in (None, "") else None,
+    )
+
+
+# --- the writers --------------------------------------------------------------------------------
+class _Writer:
+    opts: SinkOptions
+    created_ms: int
+    job_id: str | None = None
+
+    def _write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        partition, attempt, query_id, run_id, batch_id = _task_context()
+        txid = self.created_ms
+        if batch_id is not None and not self.opts.has_txid_column:
+            info = read_batch_info(self.opts.checkpoint, batch_id)
+            if info is not None and info.timestamp_ms is not None:
+                txid = info.timestamp_ms
+        staged, rows = stage_task(self.opts, iterator, txid)
+        # A failed attempt may end "normally" on a truncated input: Spark then drops its message.
+        # The tag lets commit/abort find and discard what such an attempt staged.
+        tag: dict[str, object] = {"partition": partition, "attempt": attempt}
+        tag.update({"job": self.job_id} if self.job_id is not None else {"query": query_id, "batch": batch_id})
+        _tag_staged(_handles.namespace(self.opts.uri), [s.ledger_id for segs in staged.values() for s in segs], tag)
+        return SinkCommitMessage(
+            partition_id=partition,
+            attempt=attempt,
+            query_id=query_id,
+            run_id=run_id,
+            batch_id=batch_id,
+            staged={name: [s.to_dict() for s in segs] for name, segs in staged.items()},
+            rows=rows,
+        )
+
+    def _targets(self, msgs: list[SinkCommitMessage]) -> dict[str, list[StagedSegment]]:
+        targets: dict[str, list[StagedSegment]] = {}
+        if self.opts.stream is not None:
+            targets[self.opts.stream] = []  # an empty batch still commits (its offsets advance)
+        for m in msgs:
+            for name, segs in m.staged.items():
+                targets.setdefault(name, []).extend(StagedSegment.from_dict(d) for d in segs)
+        return targets
+
+    def _abort(self, messages: Sequence[WriterCommitMessage | None], match: Callable[[dict[str, Any]], bool]) -> None:
+        ns = _handles.namespace(self.opts.uri)
+        ids = [lid for m in _messages(messages) for lid in m.ledger_ids()]
+        if ids:
+            _discard_unpublished(ns, ids)
+        _discard_attempts(ns, set(), match)
+
+    def _sweep(self, ns: Namespace) -> None:
+        try:
+            swept = sweep(ns, older_than_ms=self.opts.staging_retention_ms)
+            if swept:
+                log.info("swept %d orphaned staged ledger(s)", len(swept))
+        except Exception:
+            log.warning("sweep of staged ledgers failed", exc_info=True)
+
+    def _publish_all(
+        self,
+        targets: dict[str, list[StagedSegment]],
+        make_commit: Any,
+        decide: Any,
+        match: Callable[[dict[str, Any]], bool],
+    ) -> None:
+        ns = _handles.namespace(self.opts.uri)
+        self._sweep(ns)
+        names = list(targets)
+        for i, name in enumerate(names):
+            commit: dict[str, Any] = make_commit(name, targets[name])
+
+            def decide_one(prev: dict[str, object] | None, c: dict[str, Any] = commit, n: str = name) -> bool:
+                return bool(decide(prev, c, n))  # may complete ``c`` (run history): publish writes it after
+
+            try:
+                publish(ns, name, targets[name], commit, decide_one)
+            except BaseException:
+                _discard_unpublished(ns, [s.ledger_id for n in names[i:] for s in targets[n]])
+                raise
+        _discard_attempts(ns, {s.ledger_id for segs in targets.values() for s in segs}, match)
+
+
+def _batch_match(query_id: str | None, batch_id: int) -> Callable[[dict[str, Any]], bool]:
+    """Tags of attempts of this query's batches up to ``batch_id``."""
+
+    def match(tag: dict[str, Any]) -> bool:
+        b = tag.get("batch")
+        return query_id is not None and tag.get("query") == query_id and isinstance(b, int) and b <= batch_id
+
+    return match
+
+
+class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
+    """The micro-batch writer. A new instance is made on the driver for every batch (its tasks
+    get a pickled copy) and for every ``commit``/``abort`` call."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.created_ms = int(time.time() * 1000)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        """Stage this task's rows (see :func:`stage_task`)."""
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        """Publish the batch on every target log with its commit record (skipped if already in).
+
+        Raises:
+            QueryFencedError: an older run of the same query id. TransactionIdOutOfOrderError:
+            ``txid`` values below the log's last one. Storage errors.
+        """
+        msgs = _messages(messages)
+        query_id = next((m.query_id for m in msgs if m.query_id), None) or read_query_id(self.opts.checkpoint)
+        run_id = next((m.run_id for m in msgs if m.run_id), None)
+        info = read_batch_info(self.opts.checkpoint, batchId)
+        targets = self._targets(msgs)
+
+        def make_commit(name: str, segs: list[StagedSegment]) -> dict[str, object]:
+            return {
+                "queryId": query_id,
+                "runId": run_id,
+                "batchId": int(batchId),
+                "batchTimestampMs": info.timestamp_ms if info is not None else None,
+                "offsets": info.flat_offsets() if info is not None else None,
+                "sources": info.sources if info is not None else None,
+                "rows": sum(s.record_count for s in segs),
+                "runs": [],
+            }
+
+        def decide(prev: dict[str, object] | None, commit: dict[str, Any], name: str) -> bool:
+            go = decide_stream(prev, commit, log=name)
+            if not go:
+                log.info("batch %s of query %s is already in log %r: skipped", batchId, query_id, name)
+            return go
+
+        self._publish_all(targets, make_commit, decide, _batch_match(query_id, batchId))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        """Discard what the batch's tasks staged (never anything published)."""
+        msgs = _messages(messages)
+        query_id = next((m.query_id for m in msgs if m.query_id), None) or read_query_id(self.opts.checkpoint)
+        self._abort(messages, _batch_match(query_id, batchId))
+
+
+class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
+    """The ``df.write`` writer: all rows of the job, or none (per target log)."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.created_ms = int(time.time() * 1000)
+        self.job_id = str(uuid.uuid4())
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        """Stage this task's rows (see :func:`stage_task`)."""
+        return self._write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        """Publish every staged ledger on its log with ``{"queryId": null, "batchId": null, "jobId"}``.
+
+        Raises:
+            TransactionIdOutOfOrderError: txids below the log's last one. Storage errors.
+        """
+        targets = self._targets(_messages(messages))
+
+        def make_commit(name: str, segs: list[StagedSegment]) -> dict[str, object]:
+            return {"queryId": None, "batchId": None, "jobId": self.job_id, "rows": sum(s.record_count for s in segs)}
+
+        self._publish_all(targets, make_commit, lambda prev, commit, name: True, self._job_match)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        """Discard what the job's tasks staged."""
+        self._abort(messages, self._job_match)
+
+    def _job_match(self, tag: dict[str, Any]) -> bool:
+        return tag.get("job") == self.job_id

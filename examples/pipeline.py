@@ -1,0 +1,271 @@
+"""DistributedLog -> Spark Structured Streaming -> DistributedLog, exactly once, on the embedded
+namespace (no server).
+
+A producer process appends JSON events to the input log while a streaming query reads them
+(``readStream.format("distributedlog")``), transforms them (parse JSON, upper-case the user,
+compute cents) and writes them exactly once to the output log (``writeStream.format("distributedlog")``
+with a checkpoint). Once the producer is done and the output caught up, the output log is read
+back and checked: every input event exactly once, in input order::
+
+    python examples/pipeline.py                      # the demo: prints "PIPELINE OK input=N output=N ..."
+    python examples/pipeline.py --uri URI --checkpoint DIR --run-seconds 0 --no-producer
+                                                     # just the query, until killed (tests/spark/faults.py)
+    python examples/pipeline.py --uri URI --checkpoint DIR --catch-up --no-producer
+                                                     # one Trigger.AvailableNow run, then exit
+
+With ``--committed`` a run whose checkpoint is missing starts from the source positions the sink
+recorded in the output log (``startingOffsets=committed:<output>``) instead of the earliest record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import storage  # noqa: E402
+
+
+def emit(event: str, **fields: object) -> None:
+    """One JSON line on stdout (the fault harness reads them)."""
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def event_payload(i: int) -> bytes:
+    """Input event number ``i``."""
+    return json.dumps({"id": i, "user": f"user-{i % 7}", "amount": round(i * 0.25, 2)}).encode()
+
+
+def produce(uri: str, log: str, start: int, count: int, per_flush: int, pause_s: float) -> None:
+    """Append events ``start .. start+count-1`` to ``log`` (txid = id + 1), ``per_flush`` at a time."""
+    with storage.open_namespace(uri) as ns, ns.open_log(log).open_writer() as w:
+        for first in range(start, start + count, per_flush):
+            for i in range(first, min(first + per_flush, start + count)):
+                w.write(storage.LogRecord(i + 1, event_payload(i)))
+            w.flush()
+            time.sleep(pause_s)
+
+
+def read_log(uri: str, log: str) -> list[tuple[int, bytes]]:
+    """Every (txid, payload) of ``log`` that readers can see now."""
+    out: list[tuple[int, bytes]] = []
+    with storage.open_namespace(uri) as ns:
+        if not ns.log_exists(log):
+            return out
+        with ns.open_log(log).open_reader(storage.DLSN.INITIAL) as r:
+            while True:
+                try:
+                    batch = r.read_bulk(5000, non_blocking=True)
+                except storage.EndOfStreamError:
+                    break
+                if not batch:
+                    break
+                out.extend((rec.txid, bytes(rec.payload)) for rec in batch)
+    return out
+
+
+def check_output(uri: str, input_log: str, output_log: str) -> dict[str, int]:
+    """Compare the output with the input: counts, duplicates, missing, order violations."""
+    inputs = [json.loads(p)["id"] for _, p in read_log(uri, input_log)]
+    outputs = [json.loads(p)["id"] for _, p in read_log(uri, output_log)]
+    seen = Counter(outputs)
+    expected = Counter(inputs)
+    duplicates = sum(n - 1 for n in seen.values() if n > 1) + sum(n for i, n in seen.items() if i not in expected)
+    missing = sum(1 for i in expected if i not in seen)
+    first_positions = {}
+    for pos, i in enumerate(outputs):
+        first_positions.setdefault(i, pos)
+    ordered = [first_positions[i] for i in inputs if i in first_positions]
+    out_of_order = sum(1 for a, b in itertools.pairwise(ordered) if b < a)
+    return {
+        "input": len(inputs),
+        "output": len(outputs),
+        "duplicates": duplicates,
+        "missing": missing,
+        "out_of_order": out_of_order,
+    }
+
+
+def spark_session(master: str):  # type: ignore[no-untyped-def]
+    """A local SparkSession on loopback whose Python workers run this interpreter and see this checkout."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("distributedlog-pipeline")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
+        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def start_query(spark, args: argparse.Namespace, *, available_now: bool):  # type: ignore[no-untyped-def]
+    """The pipeline's streaming query (not started twice on one checkpoint)."""
+    from pyspark.sql import functions as sf
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    event = StructType(
+        [StructField("id", LongType()), StructField("user", StringType()), StructField("amount", DoubleType())]
+    )
+    # Spark uses startingOffsets only while the checkpoint holds no offsets yet (a new or lost
+    # checkpoint), so it is passed on every start: a run killed before its first batch was planned
+    # must not fall back to "earliest".
+    starting = "earliest"
+    if args.committed:
+        import dl_spark
+
+        if dl_spark.last_commit(args.uri, args.output) is not None:  # else nothing is committed yet
+            starting = f"committed:{args.output}"
+    src = (
+        spark.readStream.format("distributedlog")
+        .option("uri", args.uri)
+        .option("streams", args.input)
+        .option("startingOffsets", starting)
+        .option("maxRecordsPerTrigger", str(args.max_per_trigger))
+        .option("minPartitions", "2")
+        .load()
+    )
+    parsed = src.select(
+        sf.from_json(sf.col("value").cast("string"), event).alias("e"),
+        sf.concat_ws(",", "dlsn.lssn", "dlsn.entry_id", "dlsn.slot_id").alias("src_dlsn"),
+    )
+    out = parsed.select(
+        sf.to_json(
+            sf.struct(
+                sf.col("e.id").alias("id"),
+                sf.upper(sf.col("e.user")).alias("user"),
+                sf.col("e.amount").alias("amount"),
+                sf.round(sf.col("e.amount") * 100).cast("long").alias("amount_cents"),
+                sf.col("src_dlsn"),
+            )
+        ).alias("value")
+    )
+    writer = (
+        out.writeStream.format("distributedlog")
+        .option("uri", args.uri)
+        .option("stream", args.output)
+        .option("checkpointLocation", args.checkpoint)
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="500 milliseconds")
+    emit("starting", startingOffsets=starting)
+    return writer.start()
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    spark = spark_session(args.master)
+    producer = None
+    if not args.no_producer:
+        with storage.open_namespace(args.uri) as ns:
+            ns.create_log(args.input, exist_ok=True)
+        producer = subprocess.Popen(
+            [sys.executable, __file__, "--uri", args.uri, "--produce", str(args.events), "--input", args.input],
+            env={**os.environ},
+        )
+    if args.catch_up:
+        q = start_query(spark, args, available_now=True)
+        q.awaitTermination()
+        emit("caught_up")
+        return 0
+    q = start_query(spark, args, available_now=False)
+    emit("started", id=str(q.id), runId=str(q.runId))
+    deadline = time.monotonic() + args.run_seconds if args.run_seconds > 0 else None
+    try:
+        if producer is None and deadline is None:
+            last = None
+            while q.isActive:  # until killed: one event per completed batch
+                q.awaitTermination(0.2)
+                progress = q.lastProgress or {}
+                if progress.get("batchId") != last:
+                    last = progress.get("batchId")
+                    emit("batch", id=last, rows=progress.get("numInputRows"))
+        while producer is not None:
+            if q.exception() is not None:
+                raise RuntimeError(str(q.exception()))
+            if producer.poll() is not None:
+                if producer.returncode != 0:
+                    raise RuntimeError(f"producer failed with exit code {producer.returncode}")
+                break
+            time.sleep(0.5)
+        if producer is not None:
+            q.processAllAvailable()  # the producer is done: everything it wrote is in the output
+        elif deadline is not None:
+            while time.monotonic() < deadline and q.isActive:
+                q.awaitTermination(max(0.1, min(5.0, deadline - time.monotonic())))
+    finally:
+        q.stop()
+    if q.exception() is not None:
+        raise RuntimeError(str(q.exception()))
+    if producer is None:
+        emit("stopped")
+        return 0
+    import dl_spark
+
+    result = check_output(args.uri, args.input, args.output)
+    commit = dl_spark.last_commit(args.uri, args.output) or {}
+    ok = result["input"] == args.events and result["output"] == result["input"]
+    ok = ok and result["duplicates"] == 0 and result["missing"] == 0 and result["out_of_order"] == 0
+    print(f"last commit: batchId={commit.get('batchId')} offsets={json.dumps(commit.get('offsets'))}")
+    for _, payload in read_log(args.uri, args.output)[:3]:
+        print("output record:", payload.decode())
+    status = "OK" if ok else "FAILED"
+    print(
+        f"PIPELINE {status} input={result['input']} output={result['output']} duplicates={result['duplicates']} "
+        f"missing={result['missing']} out_of_order={result['out_of_order']}"
+    )
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--uri", help="namespace URI (default: an embedded namespace in a new temporary directory)")
+    p.add_argument("--checkpoint", help="checkpoint directory (default: next to the namespace)")
+    p.add_argument("--input", default="events", help="input log")
+    p.add_argument("--output", default="enriched", help="output log")
+    p.add_argument("--events", type=int, default=20000, help="events the producer appends")
+    p.add_argument("--run-seconds", type=float, default=0, help="without a producer: stop after this long (0: never)")
+    p.add_argument("--no-producer", action="store_true", help="do not start the producer (input written elsewhere)")
+    p.add_argument("--catch-up", action="store_true", help="one Trigger.AvailableNow run, then exit")
+    p.add_argument("--committed", action="store_true", help="no checkpoint: start from committed:<output>")
+    p.add_argument("--max-per-trigger", type=int, default=5000, help="maxRecordsPerTrigger of the source")
+    p.add_argument("--master", default="local[2]", help="Spark master")
+    p.add_argument("--produce", type=int, metavar="N", help=argparse.SUPPRESS)  # the producer process
+    args = p.parse_args(argv)
+    if args.uri is None:
+        base = Path(tempfile.mkdtemp(prefix="dl-pipeline-"))
+        args.uri = f"distributedlog-local://{base / 'ns'}"
+        args.checkpoint = args.checkpoint or str(base / "checkpoint")
+        print(f"namespace {args.uri}")
+    if args.produce is not None:
+        produce(args.uri, args.input, 0, args.produce, per_flush=500, pause_s=0.05)
+        return 0
+    if args.checkpoint is None:
+        p.error("--checkpoint is required with --uri")
+    return run_pipeline(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
