@@ -224,6 +224,7 @@ class LogManager:
             handles, self._open = self._open, []
         for h in handles:
             h.close()
+        self._ns.forget(self)
 
     def __enter__(self) -> LogManager:
         return self

@@ -257,6 +257,11 @@ class Namespace:
             self._managers.append(dlm)
         return dlm
 
+    def forget(self, dlm: LogManager) -> None:
+        """Called by a closing log manager: the namespace stops tracking it."""
+        with self._lock:
+            self._managers = [m for m in self._managers if m is not dlm]
+
     # --- lifecycle ------------------------------------------------------------------------
     def check_open(self) -> None:
         """Raises AlreadyClosedError after close()."""

@@ -121,3 +121,9 @@ def test_every_error_is_a_dlerror_with_code_and_retriable() -> None:
     assert storage.LogRecordTooLongError.code == 413
     assert storage.EndOfStreamError.code == 512
     assert storage.TransactionIdOutOfOrderError.code == 513
+
+
+def test_closed_log_managers_are_not_kept_by_the_namespace(ns: storage.Namespace) -> None:
+    for _ in range(50):
+        ns.open_log("many").close()
+    assert ns._managers == []
