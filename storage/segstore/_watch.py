@@ -44,6 +44,9 @@ class ChangeWatcher:
         self._stopped = False
         self._wake_r, self._wake_w = os.pipe()
         self._inotify = self._open_inotify() if use_inotify else None
+        # Polling baseline taken here, before any caller can append, so a change made between
+        # construction and the thread's first scan is not missed.
+        self._baseline = self._stat_all() if self._inotify is None else {}
         self._thread = threading.Thread(target=self._run, name="segstore-watch", daemon=True)
         self._thread.start()
 
@@ -155,7 +158,7 @@ class ChangeWatcher:
             self._changed(ids, lost)
 
     def _run_polling(self) -> None:
-        seen = self._stat_all()
+        seen = self._baseline
         while not self._stopped:
             if select.select([self._wake_r], [], [], self._poll_interval)[0]:
                 return

@@ -118,6 +118,7 @@ def _reap(p: multiprocessing.process.BaseProcess) -> None:
 def test_watch_latency_and_close_stops_thread(db: str) -> None:
     with SqliteMetadataStore(db) as writer:
         writer.create("/w")
+        others = set(threading.enumerate())
         reader = SqliteMetadataStore(db)
         probe = watch_probe(reader, "/w")
         ev, times = probe.event, probe.times
@@ -130,7 +131,9 @@ def test_watch_latency_and_close_stops_thread(db: str) -> None:
             latencies.append(times[-1] - t0)
         latencies.sort()
         print(f"watch latency (set + notify, same process, other instance): median {latencies[10] * 1000:.2f} ms")
-        threads_before = {t.name for t in threading.enumerate()}
-        assert any(n.startswith("metastore-watch") for n in threads_before)
+        mine = [t for t in threading.enumerate() if t.name.startswith("metastore-watch") and t not in others]
+        assert mine
         reader.close()
-        assert not any(t.name.startswith("metastore-watch") and t.is_alive() for t in threading.enumerate())
+        for t in mine:  # this store's watch thread stops (other tests' stores are not ours to check)
+            t.join(20)
+        assert not any(t.is_alive() for t in mine)

@@ -110,13 +110,18 @@ def test_bad_constructor_arguments(zk_server: ZooKeeperServer) -> None:
 
 
 def test_unreachable_server_is_a_connection_error() -> None:
+    others = set(threading.enumerate())
     t0 = time.monotonic()
     with pytest.raises(MetadataConnectionError) as ei:
         ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connect_timeout_s=0.5)
     assert ei.value.retriable
     assert type(ei.value.__cause__).__module__.startswith("kazoo")
     print(f"gave up after {time.monotonic() - t0:.2f}s")
-    assert until(lambda: not any(t.name.startswith("metastore-watch:zk") for t in threading.enumerate()), 5)
+    # The failed store's own watch thread is gone (threads of other tests' stores are not ours).
+    assert until(
+        lambda: not any(t.name.startswith("metastore-watch:zk") and t not in others for t in threading.enumerate()),
+        20,
+    )
 
 
 # --- locks --------------------------------------------------------------------------------
