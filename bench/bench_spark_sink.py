@@ -9,7 +9,6 @@ Prints a markdown table: rows/s of each and the ratio distributedlog / parquet (
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -18,6 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _common import local_spark_session  # noqa: E402
 
 import storage  # noqa: E402
 
@@ -46,23 +47,9 @@ def main() -> None:
     n = args.records
     uri = f"distributedlog-local://{work / 'ns'}"
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # stay on loopback
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as sf
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    spark = local_spark_session(args.master, quiet_progress=True)
     spark.sparkContext.setLogLevel("ERROR")
 
     # The input: N rows of a 1 KiB binary value, as parquet files (the streaming file source reads them).

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -20,6 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _common import local_spark_session  # noqa: E402
 
 import storage  # noqa: E402
 
@@ -74,22 +75,9 @@ def main() -> None:
     write_json(work / "json", n)
     print(f"wrote {n} records of {PAYLOAD} B as a log and as JSON lines in {time.perf_counter() - t:.1f}s", flush=True)
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # stay on loopback
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    from pyspark.sql import SparkSession
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    spark = local_spark_session(args.master)
     spark.sparkContext.setLogLevel("ERROR")
     json_schema = StructType(
         [
