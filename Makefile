@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo test lint bench clean venv zookeeper
+.PHONY: demo tour test lint bench clean venv zookeeper
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,17 @@ venv: $(BIN)/python
 	$(BIN)/python -c "import shutil, sysconfig; d = sysconfig.get_paths()['purelib']; \
 	  shutil.copy('distributedlog_pyspark.pth', d); open(d + '/distributedlog_checkout.pth', 'w').write('$(CURDIR)\n')"
 
-## Main job: a real log on the embedded default (no server): write, read, truncate, tail.
+## Main job, on the embedded default (no server): a producer process appends events to a log while a
+## Spark Structured Streaming query transforms them into another log, exactly once; then it checks.
 demo: venv
 	rm -rf $(DEMO_DIR)
-	$(BIN)/python examples/log_tour.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)
+	$(BIN)/python examples/pipeline.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)/ns \
+	  --checkpoint $(CURDIR)/$(DEMO_DIR)/checkpoint
+
+## The storage tour: write, read by DLSN and txid, truncate, purge, tail, end of stream.
+tour: venv
+	rm -rf $(DEMO_DIR)-tour
+	$(BIN)/python examples/log_tour.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)-tour
 
 ## ZooKeeper for the tests (Debian's package; the tests start private servers on loopback).
 zookeeper:
@@ -41,6 +48,7 @@ bench: venv zookeeper
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
 	$(BIN)/python bench/bench_spark_source.py
+	$(BIN)/python bench/bench_spark_sink.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_DIR) $(DEMO_DIR)-tour build *.egg-info .pytest_cache .mypy_cache .ruff_cache

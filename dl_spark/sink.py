@@ -9,8 +9,9 @@ Stage, then publish (CONTRACT §4 "Sink"):
 * The driver's ``commit(messages, batchId)`` (a fresh writer in a fresh Python worker: no state is
   kept in memory between calls) publishes, per target log, the staged ledgers in partition order
   together with the commit record (:mod:`dl_spark.commits`) in ONE versioned metadata transaction
-  (:func:`storage.staging.publish`). A replayed batch id is skipped, an older run of the same query
-  id is fenced. A batch that targets several logs (``stream`` column) is atomic per log.
+  (:func:`storage.staging.publish_many`); a batch that targets several logs (``stream`` column)
+  publishes on all of them in that one transaction. A replayed batch id is skipped, an older run
+  of the same query id is fenced.
 * ``abort`` discards the staged ledgers that were not published; every commit also sweeps staged
   ledgers older than ``stagingRetentionMs`` (orphans of tasks whose process died).
 
@@ -26,7 +27,6 @@ every row of a batch job the time its writer was created on the driver. Other co
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import queue
 import threading
@@ -56,11 +56,21 @@ from pyspark.sql.types import (
 from dl_spark import _handles
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
-from storage.errors import InvalidStreamNameError, LogNotFoundError, MetadataVersionError, NoNodeError
+from storage.errors import InvalidStreamNameError, LogNotFoundError, NoNodeError
 from storage.impl.layout import join
 from storage.impl.names import validate_log_name
 from storage.impl.namespace import Namespace
-from storage.staging import STAGING_ROOT, StagedSegment, discard, publish, read_commit, stage_records, sweep
+from storage.staging import (
+    STAGING_ROOT,
+    PublishItem,
+    StagedSegment,
+    discard,
+    list_staged,
+    publish_many,
+    read_commit,
+    stage_records,
+    sweep,
+)
 
 __all__ = [
     "DistributedLogBatchWriter",
@@ -190,43 +200,14 @@ def _discard_unpublished(ns: Namespace, ledger_ids: Iterable[int]) -> None:
             log.warning("could not discard staged ledger %s; the sweep will remove it", lid, exc_info=True)
 
 
-def _tag_staged(ns: Namespace, ledger_ids: Iterable[int], tag: dict[str, object]) -> None:
-    """Add ``tag`` (who staged it: query/batch or job, partition, attempt) to the staging
-    registrations of ``ledger_ids``, so the driver can recognise what a failed attempt left."""
-    for lid in ledger_ids:
-        path = join(ns.root, STAGING_ROOT, str(lid))
-        try:
-            got = ns.metastore.get(path)
-            doc = json.loads(got.value)
-            if not isinstance(doc, dict):
-                continue
-            doc["sink"] = tag
-            ns.metastore.set(path, json.dumps(doc).encode(), got.version)
-        except (NoNodeError, MetadataVersionError, ValueError):
-            continue
-
-
 def _discard_attempts(ns: Namespace, keep: set[int], match: Callable[[dict[str, Any]], bool]) -> list[int]:
-    """Discard staged ledgers whose tag matches and that no committed task names: what failed task
-    attempts of this batch/job staged (Spark drops their commit messages). Best effort."""
+    """Discard staged ledgers whose tag matches and that no committed task names: what failed or
+    killed task attempts of this batch/job staged (Spark drops their commit messages). Best effort."""
     try:
-        names = ns.metastore.children(join(ns.root, STAGING_ROOT))
-        got = ns.metastore.get_many([join(ns.root, STAGING_ROOT, n) for n in names])
-    except NoNodeError:
-        return []
+        found = [r.ledger_id for r in list_staged(ns) if r.ledger_id not in keep and match(r.tag)]
     except Exception:
         log.warning("could not list staged ledgers", exc_info=True)
         return []
-    found: list[int] = []
-    for name, reg in zip(names, got, strict=True):
-        if reg is None or not name.isdigit() or int(name) in keep:
-            continue
-        try:
-            tag = json.loads(reg.value).get("sink")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(tag, dict) and match(tag):
-            found.append(int(name))
     _discard_unpublished(ns, found)
     return found
 
@@ -243,9 +224,10 @@ class _LogStager(threading.Thread):
     """Stages the records of one log from chunks fed by the task's thread (a ``stream`` column
     spreads one task's rows over several logs; each log gets one ledger)."""
 
-    def __init__(self, ns: Namespace, log_name: str) -> None:
+    def __init__(self, ns: Namespace, log_name: str, tag: dict[str, Any]) -> None:
         super().__init__(name=f"dl-stage-{log_name}", daemon=True)
         self.ns = ns
+        self.tag = tag
         self.log_name = log_name
         self.chunks: queue.Queue[object] = queue.Queue(maxsize=4)
         self.staged: StagedSegment | None = None
@@ -253,7 +235,7 @@ class _LogStager(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.staged = stage_records(self.ns, self._records())
+            self.staged = stage_records(self.ns, self._records(), tag=self.tag)
         except BaseException as e:
             self.error = e
         finally:
@@ -324,10 +306,11 @@ def _lower_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def stage_task(
-    opts: SinkOptions, batches: Iterable[pa.RecordBatch], default_txid: int
+    opts: SinkOptions, batches: Iterable[pa.RecordBatch], default_txid: int, tag: dict[str, Any] | None = None
 ) -> tuple[dict[str, list[StagedSegment]], int]:
-    """Stage one task's rows: ``({log: [StagedSegment]}, rows)``. On any failure every ledger this
-    task staged is discarded before the error is raised.
+    """Stage one task's rows: ``({log: [StagedSegment]}, rows)``; every staged ledger's
+    registration carries ``tag``. On any failure every ledger this task staged is discarded before
+    the error is raised.
 
     Raises:
         SinkOptionError: a null value, stream or txid. TransactionIdOutOfOrderError: txids of the
@@ -350,7 +333,7 @@ def stage_task(
                 else:
                     yield from zip(itertools.repeat(default_txid), payloads)
 
-        seg = stage_records(ns, records())  # discards its own ledger on failure
+        seg = stage_records(ns, records(), tag=tag)  # discards its own ledger on failure
         return ({target: [seg]} if seg is not None else {}), rows
 
     stagers: dict[str, _LogStager] = {}
@@ -372,7 +355,7 @@ def stage_task(
                 stager = stagers.get(name)
                 if stager is None:
                     validate_log_name(name)
-                    stager = stagers[name] = _LogStager(ns, name)
+                    stager = stagers[name] = _LogStager(ns, name, dict(tag or {}))
                     stager.start()
                 stager.feed(chunk)
         for name, stager in stagers.items():
@@ -418,12 +401,12 @@ class _Writer:
             info = read_batch_info(self.opts.checkpoint, batch_id)
             if info is not None and info.timestamp_ms is not None:
                 txid = info.timestamp_ms
-        staged, rows = stage_task(self.opts, iterator, txid)
-        # A failed attempt may end "normally" on a truncated input: Spark then drops its message.
-        # The tag lets commit/abort find and discard what such an attempt staged.
-        tag: dict[str, object] = {"partition": partition, "attempt": attempt}
+        # A failed or killed attempt leaves staged ledgers no commit message names (Spark drops
+        # its message, or it never returns). The tag, registered with each ledger as it is
+        # created, lets commit/abort find and discard them.
+        tag: dict[str, Any] = {"partition": partition, "attempt": attempt}
         tag.update({"job": self.job_id} if self.job_id is not None else {"query": query_id, "batch": batch_id})
-        _tag_staged(_handles.namespace(self.opts.uri), [s.ledger_id for segs in staged.values() for s in segs], tag)
+        staged, rows = stage_task(self.opts, iterator, txid, tag)
         return SinkCommitMessage(
             partition_id=partition,
             attempt=attempt,
@@ -467,18 +450,17 @@ class _Writer:
     ) -> None:
         ns = _handles.namespace(self.opts.uri)
         self._sweep(ns)
-        names = list(targets)
-        for i, name in enumerate(names):
-            commit: dict[str, Any] = make_commit(name, targets[name])
+        items = [PublishItem(name, segs, make_commit(name, segs)) for name, segs in targets.items()]
+        commits = {item.log: item.commit for item in items}
 
-            def decide_one(prev: dict[str, object] | None, c: dict[str, Any] = commit, n: str = name) -> bool:
-                return bool(decide(prev, c, n))  # may complete ``c`` (run history): publish writes it after
+        def decide_one(name: str, prev: dict[str, object] | None) -> bool:
+            return bool(decide(prev, commits[name], name))  # may complete the commit: written after
 
-            try:
-                publish(ns, name, targets[name], commit, decide_one)
-            except BaseException:
-                _discard_unpublished(ns, [s.ledger_id for n in names[i:] for s in targets[n]])
-                raise
+        try:
+            publish_many(ns, items, decide_one)  # every target log in one transaction
+        except BaseException:
+            _discard_unpublished(ns, [s.ledger_id for segs in targets.values() for s in segs])
+            raise
         _discard_attempts(ns, {s.ledger_id for segs in targets.values() for s in segs}, match)
 
 

@@ -2,15 +2,19 @@
 atomically, together with a commit record. The storage half of the exactly-once Spark sink.
 
 * :func:`stage_records` writes records into a new, sealed ledger and registers it under
-  ``<ns>/.staging/<ledger id>`` (JSON: creation time, owner). No segment references the ledger,
-  so no reader sees it.
+  ``<ns>/.staging/<ledger id>`` (JSON: creation time, owner and the caller's ``tag``, written when
+  the ledger is created so that even a writer killed half-way is recognisable). No segment
+  references the ledger, so no reader sees it. :func:`list_staged` lists the registrations.
 * :func:`publish` takes the log's write lock, recovers any in-progress segment, reads the log's
   commit record (``<log root>/commit``) and asks ``decide(previous)`` whether to go on; then ONE
   versioned multi-operation appends every staged ledger as a completed segment (in the given
   order, next LSSNs, chained start sequence ids), bumps ``/ledgers`` and ``/maxtxid``, writes the
   new commit record and deletes the staging registrations. All of it, or none of it.
+  :func:`publish_many` does the same for several logs in one transaction.
 * :func:`discard` deletes staged ledgers that will never be published; :func:`sweep` deletes
-  those whose registration is older than a grace period (their writer died).
+  those whose registration is older than a grace period (their writer died). A discarded ledger
+  can never be published: the publishing transaction deletes its registration, and fails if it
+  is gone.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from storage.config import Config
 from storage.entry import EntryBuilder
@@ -66,12 +71,25 @@ class StagedSegment:
             raise InvalidArgumentError(f"malformed staged segment {d!r}: {e}") from None
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A staged ledger's registration: when and by whom it was created, and the caller's tag."""
+
+    ledger_id: int
+    created_ms: int
+    owner: str
+    tag: dict[str, Any] = field(default_factory=dict)
+
+
 def _staging_path(ns: Namespace, ledger_id: int) -> str:
     return join(ns.root, STAGING_ROOT, str(ledger_id))
 
 
-def stage_records(ns: Namespace, records: Iterable[tuple[int, bytes]]) -> StagedSegment | None:
+def stage_records(
+    ns: Namespace, records: Iterable[tuple[int, bytes]], *, tag: Mapping[str, Any] | None = None
+) -> StagedSegment | None:
     """Write ``(txid, payload)`` records, in order, into a new sealed ledger; None if there were none.
+    ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
 
     Raises:
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
@@ -100,7 +118,7 @@ def stage_records(ns: Namespace, records: Iterable[tuple[int, bytes]]) -> Staged
                 raise LogRecordTooLongError(f"record of {rec.persistent_size} bytes exceeds {MAX_LOGRECORD_SIZE}")
             if ledger is None:
                 ledger = ns.segstore.create_ledger()
-                reg = {"created_ms": now_ms(), "owner": f"{socket.gethostname()}:{os.getpid()}"}
+                reg = {"created_ms": now_ms(), "owner": f"{socket.gethostname()}:{os.getpid()}", "tag": dict(tag or {})}
                 ns.metastore.create(_staging_path(ns, ledger.ledger_id), json.dumps(reg).encode(), make_parents=True)
             if builder.num_bytes + rec.persistent_size > min(_ENTRY_BYTES, MAX_LOGRECORDSET_SIZE):
                 transmit()
@@ -135,21 +153,38 @@ def discard(ns: Namespace, ledger_ids: Sequence[int]) -> None:
             pass
 
 
-def sweep(ns: Namespace, older_than_ms: int) -> list[int]:
-    """Delete staged ledgers registered more than ``older_than_ms`` ago; returns their ids."""
+def list_staged(ns: Namespace) -> list[Registration]:
+    """Every staged (not yet published or discarded) ledger's registration, by ledger id. An
+    unreadable registration is listed with ``created_ms=0`` and no tag.
+
+    Raises:
+        MetadataError.
+    """
     try:
-        names = ns.metastore.children(join(ns.root, STAGING_ROOT))
+        names = sorted((n for n in ns.metastore.children(join(ns.root, STAGING_ROOT)) if n.isdigit()), key=int)
     except NoNodeError:
         return []
-    cutoff = now_ms() - older_than_ms
-    stale = []
+    out = []
     for name, got in zip(names, ns.metastore.get_many([_staging_path(ns, int(n)) for n in names]), strict=True):
+        if got is None:
+            continue  # published or discarded meanwhile
         try:
-            created = int(json.loads(got.value)["created_ms"]) if got is not None else 0
-        except (ValueError, KeyError, TypeError):
-            created = 0
-        if got is not None and created < cutoff:
-            stale.append(int(name))
+            doc = json.loads(got.value)
+            created, owner, tag = int(doc["created_ms"]), str(doc.get("owner", "")), doc.get("tag") or {}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            created, owner, tag = 0, "", {}
+        out.append(Registration(int(name), created, owner, tag if isinstance(tag, dict) else {}))
+    return out
+
+
+def sweep(ns: Namespace, older_than_ms: int) -> list[int]:
+    """Delete staged ledgers registered more than ``older_than_ms`` ago; returns their ids.
+
+    Raises:
+        SegmentStoreError, MetadataError.
+    """
+    cutoff = now_ms() - older_than_ms
+    stale = [r.ledger_id for r in list_staged(ns) if r.created_ms < cutoff]
     discard(ns, stale)
     return stale
 
@@ -175,10 +210,19 @@ def read_commit(ns: Namespace, log: str) -> dict[str, object] | None:
 
 @dataclass(frozen=True)
 class Published:
-    """What :func:`publish` did: the new segments (empty when skipped) and whether it skipped."""
+    """What :func:`publish` did on one log: the new segments (empty when skipped) and whether it skipped."""
 
     segments: list[LogSegmentMetadata]
     skipped: bool
+
+
+@dataclass
+class PublishItem:
+    """One log's part of :func:`publish_many`: its staged ledgers (in order) and its commit record."""
+
+    log: str
+    staged: Sequence[StagedSegment]
+    commit: dict[str, object]
 
 
 def publish(
@@ -190,73 +234,127 @@ def publish(
     conf: Config | None = None,
 ) -> Published:
     """Append ``staged`` to ``log`` as completed segments, in order, together with ``commit``, in
-    one versioned transaction. ``decide(previous commit)`` returns False to skip (the staged
-    ledgers are then discarded) or raises to refuse.
+    one versioned transaction (:func:`publish_many` for one log).
 
     Raises:
-        OwnershipAcquireFailedError: a writer owns the log. TransactionIdOutOfOrderError: the
-        staged txids are below the log's or out of order. MetadataVersionError: the log changed
-        under the transaction. Whatever ``decide`` raises.
+        As :func:`publish_many`.
+    """
+    return publish_many(ns, [PublishItem(log, staged, commit)], lambda _log, prev: decide(prev), conf)[log]
+
+
+def publish_many(
+    ns: Namespace,
+    items: Sequence[PublishItem],
+    decide: Callable[[str, dict[str, object] | None], bool],
+    conf: Config | None = None,
+) -> dict[str, Published]:
+    """Publish several logs' staged ledgers and commit records in ONE versioned transaction: all
+    logs or none. Takes every log's write lock (in name order), recovers any in-progress segment,
+    then asks ``decide(log, previous commit)`` whether that log goes on: False skips it (its
+    staged ledgers are discarded once the others are in), raising refuses all. ``decide`` may
+    complete the log's commit dict, which is serialised only after it returns.
+
+    Raises:
+        InvalidArgumentError: a log named twice. OwnershipAcquireFailedError: a writer owns a log.
+        TransactionIdOutOfOrderError: staged txids below the log's last txid or out of order.
+        MetadataVersionError / NoNodeError: a log changed under the transaction, or a staged
+        ledger was discarded meanwhile (nothing is published). Whatever ``decide`` raises.
     """
     cfg = conf or ns.conf
-    name = validate_log_name(log)
-    ns.create_log(name, exist_ok=True)
-    meta = LogMetadata(ns.metastore, ns.paths_of(name))
-    lock = ns.metastore.lock(meta.paths.lock, ns.client_id, float(cfg.get("lockTimeoutSeconds")))
+    names = [validate_log_name(item.log) for item in items]
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(f"publish names a log twice: {sorted(names)}")
+    ordered = sorted(zip(names, items, strict=True), key=lambda pair: pair[0])
+    locks = []
     try:
-        WriteHandler(meta, ns.segstore, cfg, lock).recover()
-        commit_path = join(meta.paths.root, COMMIT_NODE)
-        current = ns.metastore.exists(commit_path)
-        previous = read_commit(ns, name) if current is not None else None
-        if not decide(previous):
-            discard(ns, [s.ledger_id for s in staged])
-            return Published([], skipped=True)
-        max_lssn, max_txid = meta.max_lssn(), meta.max_txid()
-        last = max_txid.value
-        for s in staged:
-            if s.first_txid < last:
-                raise TransactionIdOutOfOrderError(
-                    f"staged ledger {s.ledger_id} starts at txid {s.first_txid}, below {last} in log {name!r}",
-                    txid=s.first_txid,
-                    last_txid=last,
-                )
-            last = s.last_txid
-        segments = meta.segments()
-        created: list[LogSegmentMetadata] = []
-        lssn = max_lssn.value
-        for s in staged:
-            lssn += 1
-            inprog = LogSegmentMetadata.new_inprogress(
-                path=meta.paths.segment(LogSegmentMetadata.inprogress_name(lssn)),
-                version=int(cfg.get("ledgerMetadataLayoutVersion")),
-                ledger_id=s.ledger_id,
-                first_txid=s.first_txid,
-                lssn=lssn,
-                region_id=0,
-            )
-            start_seq = compute_start_sequence_id([*segments, *created], inprog)
-            done = inprog.complete(
-                last_txid=s.last_txid,
-                record_count=s.record_count,
-                last_entry_id=s.last_entry_id,
-                last_slot_id=s.last_slot_id,
-                completion_time_ms=now_ms(),
-                start_sequence_id=start_seq,
-                path=meta.paths.segment(LogSegmentMetadata.completed_name(lssn)),
-            )
-            created.append(done)
-        data = json.dumps(commit, sort_keys=True).encode()
-        ops: list[Op] = [Create(seg.path, seg.serialize()) for seg in created]
-        ops += [
-            SetData(meta.paths.ledgers, str(lssn).encode(), max_lssn.version),
-            SetData(meta.paths.maxtxid, str(max(last, max_txid.value)).encode(), max_txid.version),
-            SetData(commit_path, data, current) if current is not None else Create(commit_path, data),
-        ]
-        ops += [Delete(_staging_path(ns, s.ledger_id)) for s in staged]
-        ns.metastore.multi(ops)
-        return Published(created, skipped=False)
+        ops: list[Op] = []
+        results: dict[str, Published] = {}
+        skipped: list[int] = []
+        for name, item in ordered:
+            ns.create_log(name, exist_ok=True)
+            meta = LogMetadata(ns.metastore, ns.paths_of(name))
+            lock = ns.metastore.lock(meta.paths.lock, ns.client_id, float(cfg.get("lockTimeoutSeconds")))
+            locks.append(lock)
+            WriteHandler(meta, ns.segstore, cfg, lock).recover()
+            commit_path = join(meta.paths.root, COMMIT_NODE)
+            current = ns.metastore.exists(commit_path)
+            previous = read_commit(ns, name) if current is not None else None
+            if not decide(name, previous):
+                skipped += [s.ledger_id for s in item.staged]
+                results[name] = Published([], skipped=True)
+                continue
+            log_ops, created = _publish_ops(ns, meta, item.staged, cfg)
+            data = json.dumps(item.commit, sort_keys=True).encode()  # after decide(), which may complete it
+            log_ops.append(SetData(commit_path, data, current) if current is not None else Create(commit_path, data))
+            ops += log_ops
+            results[name] = Published(created, skipped=False)
+        if ops:
+            ns.metastore.multi(ops)
+        discard(ns, skipped)
+        return {item.log: results[name] for name, item in zip(names, items, strict=True)}
     finally:
-        lock.release()
+        for lock in reversed(locks):
+            lock.release()
 
 
-__all__ = ["Published", "StagedSegment", "discard", "publish", "read_commit", "stage_records", "sweep"]
+def _publish_ops(
+    ns: Namespace, meta: LogMetadata, staged: Sequence[StagedSegment], cfg: Config
+) -> tuple[list[Op], list[LogSegmentMetadata]]:
+    """The operations that append ``staged`` to one (locked, recovered) log as completed segments."""
+    name = meta.paths.name
+    max_lssn, max_txid = meta.max_lssn(), meta.max_txid()
+    last = max_txid.value
+    for s in staged:
+        if s.first_txid < last:
+            raise TransactionIdOutOfOrderError(
+                f"staged ledger {s.ledger_id} starts at txid {s.first_txid}, below {last} in log {name!r}",
+                txid=s.first_txid,
+                last_txid=last,
+            )
+        last = s.last_txid
+    segments = meta.segments()
+    created: list[LogSegmentMetadata] = []
+    lssn = max_lssn.value
+    for s in staged:
+        lssn += 1
+        inprog = LogSegmentMetadata.new_inprogress(
+            path=meta.paths.segment(LogSegmentMetadata.inprogress_name(lssn)),
+            version=int(cfg.get("ledgerMetadataLayoutVersion")),
+            ledger_id=s.ledger_id,
+            first_txid=s.first_txid,
+            lssn=lssn,
+            region_id=0,
+        )
+        start_seq = compute_start_sequence_id([*segments, *created], inprog)
+        done = inprog.complete(
+            last_txid=s.last_txid,
+            record_count=s.record_count,
+            last_entry_id=s.last_entry_id,
+            last_slot_id=s.last_slot_id,
+            completion_time_ms=now_ms(),
+            start_sequence_id=start_seq,
+            path=meta.paths.segment(LogSegmentMetadata.completed_name(lssn)),
+        )
+        created.append(done)
+    ops: list[Op] = [Create(seg.path, seg.serialize()) for seg in created]
+    ops += [
+        SetData(meta.paths.ledgers, str(lssn).encode(), max_lssn.version),
+        SetData(meta.paths.maxtxid, str(max(last, max_txid.value)).encode(), max_txid.version),
+    ]
+    ops += [Delete(_staging_path(ns, s.ledger_id)) for s in staged]
+    return ops, created
+
+
+__all__ = [
+    "PublishItem",
+    "Published",
+    "Registration",
+    "StagedSegment",
+    "discard",
+    "list_staged",
+    "publish",
+    "publish_many",
+    "read_commit",
+    "stage_records",
+    "sweep",
+]

@@ -56,6 +56,8 @@ class HarnessResult:
     orphans_swept: int
     seconds: float
     kill_delays: list[float] = field(default_factory=list)
+    #: the startingOffsets the run after the checkpoint loss used ("committed:<output>" expected)
+    resumed_with: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,7 +67,7 @@ class HarnessResult:
         return (
             f"FAULTS kills={self.kills} input={self.input} output={self.output} lost={self.lost} "
             f"duplicated={self.duplicated} out_of_order={self.out_of_order} orphans_swept={self.orphans_swept} "
-            f"seconds={self.seconds:.0f}"
+            f"resumed_with={self.resumed_with} seconds={self.seconds:.0f}"
         )
 
 
@@ -195,7 +197,7 @@ def run_kill_harness(
     kills: int = 20,
     seed: int = 20240501,
     min_delay_s: float = 0.0,
-    max_delay_s: float = 6.0,
+    max_delay_s: float = 4.0,
     early_kill_share: float = 0.3,
     checkpoint_loss_at: int | None = 10,
     report: object = print,
@@ -211,16 +213,19 @@ def run_kill_harness(
     log_file = workdir / "pipeline.log"
     with storage.open_namespace(uri) as ns:
         ns.create_log("events", exist_ok=True)
-    producer = Producer(uri, "events", burst=50, pause_s=0.1)
+    producer = Producer(uri, "events", burst=50, pause_s=0.2)
     producer.start()
     delays: list[float] = []
+    resumed_with = None
     try:
         for k in range(kills):
             if checkpoint_loss_at is not None and k == checkpoint_loss_at:
                 shutil.rmtree(checkpoint, ignore_errors=True)  # restart from committed:<output>
             run_log = workdir / f"run-{k:02d}.log"
             proc = _pipeline(uri, checkpoint, "--run-seconds", "0", log_file=run_log)
-            _wait_for(run_log, '"event": "started"', proc)  # the JVM is up (its start takes ~10 s)
+            _wait_for(run_log, '"event": "started"', proc)  # the JVM is up (its start takes ~8 s)
+            if k == checkpoint_loss_at:
+                resumed_with = _starting_offsets(run_log)
             if rng.random() < early_kill_share:  # while the run starts up (maybe before its first commit)
                 delay = rng.uniform(0.0, max_delay_s)
             else:  # while it runs: after its first batch went through
@@ -241,7 +246,15 @@ def run_kill_harness(
         orphans = sweep(ns, older_than_ms=0)  # staged ledgers of killed tasks (never published)
     n_in, n_out, lost, dup, disorder = compare(uri, "events", "enriched")
     assert n_in == produced, (n_in, produced)
-    return HarnessResult(kills, n_in, n_out, lost, dup, disorder, len(orphans), time.monotonic() - started, delays)
+    seconds = time.monotonic() - started
+    return HarnessResult(kills, n_in, n_out, lost, dup, disorder, len(orphans), seconds, delays, resumed_with)
+
+
+def _starting_offsets(run_log: Path) -> str | None:
+    for line in run_log.read_text(errors="replace").splitlines():
+        if line.startswith('{"event": "starting"'):
+            return str(json.loads(line).get("startingOffsets"))
+    return None
 
 
 # --- a task that fails in write() on its first attempt -----------------------------------------

@@ -7,7 +7,17 @@ import pytest
 
 import storage
 from storage import DLSN
-from storage.staging import StagedSegment, discard, publish, read_commit, stage_records, sweep
+from storage.staging import (
+    PublishItem,
+    StagedSegment,
+    discard,
+    list_staged,
+    publish,
+    publish_many,
+    read_commit,
+    stage_records,
+    sweep,
+)
 from tests.storage.test_writer_reader import read_all, write_segment
 
 
@@ -65,15 +75,48 @@ def test_stage_publish_in_order_with_commit(ns: storage.Namespace) -> None:
     assert ns.metastore.children("/.staging") == []
 
 
+def test_publish_many_is_one_transaction_over_several_logs(ns: storage.Namespace) -> None:
+    write_segment(ns.open_log("b"), 100, 1)  # log b is at txid 100
+    a1, b1 = stage_records(ns, rows(1, 3)), stage_records(ns, rows(200, 2))
+    assert a1 is not None and b1 is not None
+    done = publish_many(ns, [PublishItem("a", [a1], {"n": 1}), PublishItem("b", [b1], {"n": 1})], lambda log, p: True)
+    assert not done["a"].skipped and [s.lssn for s in done["b"].segments] == [2]
+    assert read_commit(ns, "a") == read_commit(ns, "b") == {"n": 1}
+    assert [r.txid for r in read_all(ns.open_log("b"))] == [100, 200, 201]
+    # one log's staged txids are below its last txid: neither log gets anything
+    a2, b2 = stage_records(ns, rows(10, 2)), stage_records(ns, rows(50, 2))
+    assert a2 is not None and b2 is not None
+    with pytest.raises(storage.TransactionIdOutOfOrderError):
+        publish_many(ns, [PublishItem("a", [a2], {"n": 2}), PublishItem("b", [b2], {"n": 2})], lambda log, p: True)
+    assert read_commit(ns, "a") == {"n": 1} and len(read_all(ns.open_log("a"))) == 3
+    # a staged ledger discarded meanwhile (a sweep): nothing is published
+    b3 = stage_records(ns, rows(300, 2))
+    assert b3 is not None
+    discard(ns, [b3.ledger_id])
+    with pytest.raises(storage.DLError):
+        publish_many(ns, [PublishItem("a", [a2], {"n": 3}), PublishItem("b", [b3], {"n": 3})], lambda log, p: True)
+    assert read_commit(ns, "a") == {"n": 1} and len(read_all(ns.open_log("a"))) == 3
+    # a log decided "already in" is skipped (its staged data discarded), the others go on
+    done = publish_many(
+        ns, [PublishItem("a", [a2], {"n": 4}), PublishItem("b", [b2], {"n": 4})], lambda log, p: log == "a"
+    )
+    assert done["b"].skipped and not done["a"].skipped and b2.ledger_id not in ns.segstore.list_ledgers()
+    assert read_commit(ns, "a") == {"n": 4} and read_commit(ns, "b") == {"n": 1}
+    with pytest.raises(storage.InvalidArgumentError):
+        publish_many(ns, [PublishItem("a", [], {}), PublishItem("a", [], {})], lambda log, p: True)
+
+
 def test_empty_publish_records_commit_and_sweep(ns: storage.Namespace) -> None:
     assert not publish(ns, "empty", [], {"batch": 7}, lambda prev: True).skipped
     assert read_commit(ns, "empty") == {"batch": 7}
     assert ns.open_log("empty").log_segments() == []
-    orphan = stage_records(ns, rows(1, 3))
+    orphan = stage_records(ns, rows(1, 3), tag={"job": "j1", "partition": 2})
     assert orphan is not None
+    (reg,) = list_staged(ns)
+    assert (reg.ledger_id, reg.tag) == (orphan.ledger_id, {"job": "j1", "partition": 2}) and reg.created_ms > 0
     assert sweep(ns, older_than_ms=3_600_000) == []  # too young
     assert sweep(ns, older_than_ms=-1) == [orphan.ledger_id]
-    assert orphan.ledger_id not in ns.segstore.list_ledgers()
+    assert orphan.ledger_id not in ns.segstore.list_ledgers() and list_staged(ns) == []
 
 
 def test_staging_rejects_bad_records(ns: storage.Namespace) -> None:
