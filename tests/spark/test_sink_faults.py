@@ -1,16 +1,25 @@
 """The sink under real failures, each in processes of its own: a task failing in write() on its
-first attempt (retried), the example pipeline, and 20 SIGKILLs of the pipeline (tests/spark/faults.py)."""
+first attempt (retried), the example pipeline, an older run of a query fenced by a newer one, and
+20 SIGKILLs of the pipeline (tests/spark/faults.py)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.spark.faults import run_kill_harness
+import dl_spark
+import storage
+from examples.pipeline import event_payload, read_log, start_query
+from tests.spark.faults import _descendants, run_kill_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,6 +67,85 @@ def test_pipeline_example(tmp_path: Path, subprocess_env: dict[str, str]) -> Non
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "PIPELINE OK input=8000 output=8000 duplicates=0 missing=0 out_of_order=0" in out.stdout
+
+
+def _append_events(uri: str, first: int, n: int) -> None:
+    with storage.open_namespace(uri) as ns, ns.open_log("events").open_writer() as w:
+        for i in range(first, first + n):
+            w.write(storage.LogRecord(i + 1, event_payload(i)))
+        w.flush()
+
+
+def _freeze(pids: list[int], uri: str) -> None:
+    """SIGSTOP ``pids``, but never while they hold the output log's lock (mid-publish)."""
+    while True:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        with storage.open_namespace(uri) as ns:
+            path = ns.paths_of("enriched").lock
+            try:
+                ns.metastore.lock(path, "probe", 0.2).release()
+                return
+            except storage.OwnershipAcquireFailedError:
+                pass
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+
+
+def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    """Run 1 of the pipeline (its own process) is frozen after committing; a copy of its checkpoint
+    (same query id) runs as run 2 here and commits; run 1, resumed, must fail on its next commit
+    with QueryFencedError and add nothing."""
+    uri, ckpt = f"distributedlog-local://{tmp_path}/ns", tmp_path / "ckpt"
+    _append_events(uri, 0, 600)
+    log_path = tmp_path / "run1.log"
+    with open(log_path, "wb") as out:
+        cmd = [sys.executable, str(ROOT / "examples" / "pipeline.py"), "--uri", uri, "--checkpoint", str(ckpt)]
+        old = subprocess.Popen(
+            [*cmd, "--no-producer", "--max-per-trigger", "200"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=subprocess_env,
+            start_new_session=True,
+        )
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while (dl_spark.last_commit(uri, "enriched") or {}).get("batchId", -1) < 1:  # type: ignore[operator]
+            assert old.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+            time.sleep(0.2)
+        pids = [old.pid, *_descendants(old.pid)]
+        _freeze(pids, uri)  # run 1 stalls (a long GC pause, a partitioned driver)
+        run1 = dl_spark.last_commit(uri, "enriched")
+        assert run1 is not None
+        shutil.copytree(ckpt, tmp_path / "ckpt2")
+        args = argparse.Namespace(
+            uri=uri, input="events", output="enriched", checkpoint=str(tmp_path / "ckpt2"), committed=False
+        )
+        args.max_per_trigger = 100_000
+        start_query(spark, args, available_now=True).awaitTermination()  # run 2: same query id
+        run2 = dl_spark.last_commit(uri, "enriched")
+        assert run2 is not None and run2["queryId"] == run1["queryId"] and run2["runId"] != run1["runId"]
+        assert run2["runs"] == [run1["runId"], run2["runId"]]
+        after_run2 = read_log(uri, "enriched")
+        assert sorted(json.loads(p)["id"] for _, p in after_run2) == list(range(600))  # exactly once so far
+        _append_events(uri, 600, 200)  # new input for run 1 to (try to) commit
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    try:
+        old.wait(120)
+    finally:
+        if old.poll() is None:
+            os.killpg(old.pid, signal.SIGKILL)
+    text = log_path.read_text(errors="replace")
+    assert old.returncode != 0 and "QueryFencedError" in text and f"run {run1['runId']} is fenced" in text, text[-3000:]
+    assert read_log(uri, "enriched") == after_run2  # the old run added nothing
+    assert dl_spark.last_commit(uri, "enriched") == run2
 
 
 @pytest.mark.slow
