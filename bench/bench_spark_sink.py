@@ -41,6 +41,13 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--files", type=int, default=4, help="input files (= partitions of the batch)")
     ap.add_argument("--master", default="local[4]")
+    ap.add_argument(
+        "--payload",
+        choices=["padded", "random"],
+        default="padded",
+        help="padded: a 10-digit id then 'x' padding (parquet compresses it to almost nothing); "
+        "random: 1 KiB of random letters and digits (randstr; hardly compressible)",
+    )
     ap.add_argument("--dir", default=None, help="work directory (default: a temp dir, deleted after)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-sink-"))
@@ -56,11 +63,12 @@ def main() -> None:
     t = time.perf_counter()
     src_dir = work / "input"
     pad = "x" * (PAYLOAD - 10)
-    (
-        spark.range(0, n, numPartitions=args.files)
-        .select(sf.encode(sf.concat(sf.format_string("%010d", "id"), sf.lit(pad)), "utf-8").alias("value"))
-        .write.parquet(str(src_dir))
-    )
+    rows = spark.range(0, n, numPartitions=args.files)
+    if args.payload == "padded":
+        value = sf.concat(sf.format_string("%010d", "id"), sf.lit(pad))
+    else:
+        value = sf.concat(sf.format_string("%010d", "id"), sf.expr(f"randstr({PAYLOAD - 10})"))
+    rows.select(sf.encode(value, "utf-8").alias("value")).write.parquet(str(src_dir))
     schema = spark.read.parquet(str(src_dir)).schema
     print(f"prepared {n} rows of {PAYLOAD} B in {args.files} files in {time.perf_counter() - t:.1f}s", flush=True)
 
@@ -85,7 +93,10 @@ def main() -> None:
     assert written == n == dl_rows == pq_rows, (written, n, dl_rows, pq_rows)
 
     print()
-    print(f"N = {n} rows of {PAYLOAD} B, {args.master}, {args.files} partitions, writeStream + availableNow\n")
+    print(
+        f"N = {n} rows of {PAYLOAD} B ({args.payload} payload), {args.master}, {args.files} partitions, "
+        "writeStream + availableNow\n"
+    )
     print("| sink | rows/s | MiB/s | vs parquet |")
     print("|---|---:|---:|---:|")
     for label, r in (("parquet file sink (Spark built-in)", pq), ("distributedlog (exactly-once)", dl)):

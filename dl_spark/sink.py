@@ -2,7 +2,7 @@
 
 Stage, then publish (CONTRACT §4 "Sink"):
 
-* Each task (``write`` on an executor) stages its rows with :func:`storage.staging.stage_records`
+* Each task (``write`` on an executor) stages its rows with :func:`storage.staging.stage_arrow`
   into new sealed ledgers that no reader can see, one per target log, and returns a
   :class:`SinkCommitMessage` naming them (plus partition id, attempt, query id, run id, batch id).
   A task that fails discards what it staged before re-raising.
@@ -26,7 +26,6 @@ every row of a batch job the time its writer was created on the driver. Other co
 
 from __future__ import annotations
 
-import itertools
 import logging
 import queue
 import threading
@@ -68,7 +67,7 @@ from storage.staging import (
     list_staged,
     publish_many,
     read_commit,
-    stage_records,
+    stage_arrow,
     sweep,
 )
 
@@ -214,6 +213,7 @@ def _discard_attempts(ns: Namespace, keep: set[int], match: Callable[[dict[str, 
 
 # --- staging (executors) ------------------------------------------------------------------------
 _END = object()
+_Item = tuple[pa.Array, "pa.Array | int"]
 
 
 class _CancelledError(Exception):
@@ -221,8 +221,8 @@ class _CancelledError(Exception):
 
 
 class _LogStager(threading.Thread):
-    """Stages the records of one log from chunks fed by the task's thread (a ``stream`` column
-    spreads one task's rows over several logs; each log gets one ledger)."""
+    """Stages the records of one log from ``(payloads, txids)`` Arrow chunks fed by the task's
+    thread (a ``stream`` column spreads one task's rows over several logs; each gets one ledger)."""
 
     def __init__(self, ns: Namespace, log_name: str, tag: dict[str, Any]) -> None:
         super().__init__(name=f"dl-stage-{log_name}", daemon=True)
@@ -235,7 +235,7 @@ class _LogStager(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.staged = stage_records(self.ns, self._records(), tag=self.tag)
+            self.staged = stage_arrow(self.ns, self._items(), tag=self.tag)
         except BaseException as e:
             self.error = e
         finally:
@@ -245,14 +245,14 @@ class _LogStager(threading.Thread):
                 except queue.Empty:
                     break
 
-    def _records(self) -> Iterator[tuple[int, bytes]]:
+    def _items(self) -> Iterator[_Item]:
         while True:
             chunk = self.chunks.get()
             if chunk is _END:
                 return
             if chunk is None:
                 raise _CancelledError()
-            yield from chunk  # type: ignore[misc]
+            yield chunk  # type: ignore[misc]
 
     def feed(self, chunk: object) -> None:
         while True:
@@ -282,20 +282,17 @@ class _LogStager(threading.Thread):
             self.join(timeout=30)
 
 
-def _payloads(batch: pa.RecordBatch, value_is_string: bool) -> list[bytes]:
-    col = batch.column("value")
-    if col.null_count:
+def _item(batch: pa.RecordBatch, opts: SinkOptions, default_txid: int) -> _Item:
+    """``(payloads, txids)`` of a batch: the ``value`` column and the ``txid`` column or the default."""
+    values = batch.column("value")
+    if values.null_count:
         raise SinkOptionError("column value must not be null")
-    if value_is_string or not pa.types.is_binary(col.type):
-        col = pc.cast(col, pa.binary())
-    return col.to_pylist()  # type: ignore[no-any-return]
-
-
-def _txids(batch: pa.RecordBatch) -> list[int]:
-    col = batch.column("txid")
-    if col.null_count:
+    if not opts.has_txid_column:
+        return values, default_txid
+    txids = batch.column("txid")
+    if txids.null_count:
         raise SinkOptionError("column txid must not be null")
-    return col.to_pylist()  # type: ignore[no-any-return]
+    return values, txids
 
 
 def _lower_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -309,8 +306,9 @@ def stage_task(
     opts: SinkOptions, batches: Iterable[pa.RecordBatch], default_txid: int, tag: dict[str, Any] | None = None
 ) -> tuple[dict[str, list[StagedSegment]], int]:
     """Stage one task's rows: ``({log: [StagedSegment]}, rows)``; every staged ledger's
-    registration carries ``tag``. On any failure every ledger this task staged is discarded before
-    the error is raised.
+    registration carries ``tag``. Rows go to the segment store in bulk, column by column
+    (:func:`storage.staging.stage_arrow`). On any failure every ledger this task staged is
+    discarded before the error is raised.
 
     Raises:
         SinkOptionError: a null value, stream or txid. TransactionIdOutOfOrderError: txids of the
@@ -322,18 +320,14 @@ def stage_task(
     if opts.stream is not None:
         target = opts.stream
 
-        def records() -> Iterator[tuple[int, bytes]]:
+        def items() -> Iterator[_Item]:
             nonlocal rows
             for raw in batches:
-                batch = _lower_batch(raw)
-                payloads = _payloads(batch, opts.value_is_string)
-                rows += len(payloads)
-                if opts.has_txid_column:
-                    yield from zip(_txids(batch), payloads, strict=True)
-                else:
-                    yield from zip(itertools.repeat(default_txid), payloads)
+                item = _item(_lower_batch(raw), opts, default_txid)
+                rows += len(item[0])
+                yield item
 
-        seg = stage_records(ns, records(), tag=tag)  # discards its own ledger on failure
+        seg = stage_arrow(ns, items(), tag=tag)  # discards its own ledger on failure
         return ({target: [seg]} if seg is not None else {}), rows
 
     stagers: dict[str, _LogStager] = {}
@@ -341,23 +335,19 @@ def stage_task(
     try:
         for raw in batches:
             batch = _lower_batch(raw)
-            payloads = _payloads(batch, opts.value_is_string)
+            values, txids = _item(batch, opts, default_txid)
             streams = batch.column("stream")
             if streams.null_count:
                 raise SinkOptionError("column stream must not be null (or set the option stream)")
-            names = streams.to_pylist()
-            txids = _txids(batch) if opts.has_txid_column else itertools.repeat(default_txid)
-            groups: dict[str, list[tuple[int, bytes]]] = {}
-            for name, txid, payload in zip(names, txids, payloads, strict=False):
-                groups.setdefault(name, []).append((txid, payload))
-            rows += len(payloads)
-            for name, chunk in groups.items():
+            rows += len(values)
+            for name in pc.unique(streams).to_pylist():
                 stager = stagers.get(name)
                 if stager is None:
                     validate_log_name(name)
                     stager = stagers[name] = _LogStager(ns, name, dict(tag or {}))
                     stager.start()
-                stager.feed(chunk)
+                mask = pc.equal(streams, name)
+                stager.feed((values.filter(mask), txids if isinstance(txids, int) else txids.filter(mask)))
         for name, stager in stagers.items():
             seg = stager.finish()
             if seg is not None:
