@@ -86,6 +86,32 @@ def test_spark_defaults_conf_is_valid() -> None:
     assert {"spark.pyspark.python", "spark.driver.bindAddress", "spark.sql.streaming.stopTimeout"} <= set(keys)
 
 
+def test_sample_zoo_cfg_serves_a_namespace(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    """conf/zoo.cfg, with only its port and data directory changed, runs a server that a
+    ZooKeeper namespace (bound with `dlog bind`, as the README shows) works on."""
+    from tests.cli.test_cli import dlog_command
+    from tests.zk import ZooKeeperServer, free_port
+
+    port = free_port()
+    text = (ROOT / "conf" / "zoo.cfg").read_text()
+    assert "clientPortAddress=127.0.0.1" in text and "forceSync=yes" in text
+    lines = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0]
+        lines.append({"dataDir": f"dataDir={tmp_path / 'data'}", "clientPort": f"clientPort={port}"}.get(key, line))
+    with ZooKeeperServer(workdir=tmp_path / "zk", port=port, config="\n".join(lines) + "\n") as server:
+        server.start()
+        uri = f"distributedlog://127.0.0.1:{port}/messaging/ns"
+        dlog = [*dlog_command(), "--uri", uri]
+        run([*dlog, "bind", "--segments", f"file://{tmp_path / 'segments'}"], subprocess_env)
+        run([*dlog, "create", "events"], subprocess_env)
+        out = subprocess.run(
+            [*dlog, "write", "events"], input="a\nb\n", env=subprocess_env, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        assert "recordCount: 2" in run([*dlog, "show", "events"], subprocess_env).stdout
+
+
 def test_notebook(tmp_path: Path, subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook, committed without outputs, runs top to bottom with nbclient on a kernel that is
     this interpreter."""

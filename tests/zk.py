@@ -111,6 +111,7 @@ class ZooKeeperServer:
         port: int | None = None,
         tick_ms: int = 200,
         max_session_ms: int = 60000,
+        config: str | None = None,
     ) -> None:
         found = script or find_zk_server_script()
         if found is None:
@@ -124,7 +125,9 @@ class ZooKeeperServer:
         self.cfg_path = self.workdir / "zoo.cfg"
         self.log_path = self.workdir / "zookeeper.log"
         self.cfg_path.write_text(
-            "\n".join(
+            config
+            if config is not None
+            else "\n".join(
                 [
                     f"tickTime={tick_ms}",
                     f"dataDir={self.data_dir}",
