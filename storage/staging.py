@@ -184,16 +184,16 @@ def stage_arrow(
 
 
 def _new_staged_ledger(ns: Namespace, tag: Mapping[str, Any] | None) -> LedgerWriter:
-    """A new ledger, registered as staged (the registration written before any data)."""
-    ledger = ns.segstore.create_ledger()
+    """A new ledger, registered as staged before it exists: a crash at any point leaves either
+    nothing or a registration that :func:`sweep` / :func:`discard` clean up (never an unknown ledger)."""
+    lid = ns.segstore.allocate_ledger_id()
     reg = {"created_ms": now_ms(), "owner": f"{socket.gethostname()}:{os.getpid()}", "tag": dict(tag or {})}
+    ns.metastore.create(_staging_path(ns, lid), json.dumps(reg).encode(), make_parents=True)
     try:
-        ns.metastore.create(_staging_path(ns, ledger.ledger_id), json.dumps(reg).encode(), make_parents=True)
+        return ns.segstore.create_ledger(lid)
     except BaseException:
-        ledger.abort()
-        ns.segstore.delete_ledger(ledger.ledger_id)
+        discard(ns, [lid])
         raise
-    return ledger
 
 
 def discard(ns: Namespace, ledger_ids: Sequence[int]) -> None:

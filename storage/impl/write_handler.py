@@ -162,9 +162,12 @@ class WriteHandler:
                 f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
             )
         alloc = self.meta.allocation()
-        ledger = self.segstore.create_ledger()
+        # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
+        # that recovery (_cleanup_allocation) does not know about
+        ledger_id = self.segstore.allocate_ledger_id()
+        alloc_version = self.meta.set_allocation(ledger_id, alloc.version)
+        ledger = self.segstore.create_ledger(ledger_id)
         try:
-            alloc_version = self.meta.set_allocation(ledger.ledger_id, alloc.version)
             seg = LogSegmentMetadata.new_inprogress(
                 path=self.meta.paths.segment(LogSegmentMetadata.inprogress_name(nxt)),
                 version=self.conf.get("ledgerMetadataLayoutVersion"),

@@ -162,11 +162,21 @@ class SegmentStore(ABC):
     """A store of ledgers. Safe to use from several threads and several processes."""
 
     @abstractmethod
-    def create_ledger(self) -> LedgerWriter:
-        """Create a new, empty ledger with a fresh id and return its writer.
+    def allocate_ledger_id(self) -> int:
+        """Reserve a fresh ledger id (never handed out again) without creating the ledger, so that
+        a caller can record the id in its metadata first and a crash leaves no unrecorded ledger.
 
         Raises:
             SegmentStoreError: I/O failure.
+        """
+
+    @abstractmethod
+    def create_ledger(self, ledger_id: int | None = None) -> LedgerWriter:
+        """Create a new, empty ledger with ``ledger_id`` (from :meth:`allocate_ledger_id`) or a
+        fresh id, and return its writer.
+
+        Raises:
+            SegmentStoreError: I/O failure, or a ledger with that id exists.
         """
 
     @abstractmethod

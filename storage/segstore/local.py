@@ -141,17 +141,32 @@ class LocalSegmentStore(SegmentStore):
         return self._path(_check_id(ledger_id, "ledger id"))
 
     # --- writing --------------------------------------------------------------------------
-    def create_ledger(self) -> LocalLedgerWriter:
-        """Create an empty open ledger with a fresh id and return its writer.
+    def allocate_ledger_id(self) -> int:
+        """Reserve a fresh ledger id (the shared counter moves on; no file is made).
 
         Raises:
-            SegmentStoreError: I/O failure or a damaged id counter.
-            AlreadyClosedError: the store was closed.
+            SegmentStoreError: I/O failure or a damaged id counter. AlreadyClosedError.
         """
         self._check_open()
         try:
-            lid = self._allocate_id()
+            return self._allocate_id()
+        except OSError as exc:
+            raise SegmentStoreError(f"cannot allocate a ledger id in {self._dir}: {exc}") from exc
+
+    def create_ledger(self, ledger_id: int | None = None) -> LocalLedgerWriter:
+        """Create an empty open ledger with ``ledger_id`` (allocated before) or a fresh id and
+        return its writer.
+
+        Raises:
+            SegmentStoreError: I/O failure, a damaged id counter, or the ledger exists.
+            InvalidArgumentError: a negative id. AlreadyClosedError: the store was closed.
+        """
+        self._check_open()
+        try:
+            lid = self._allocate_id() if ledger_id is None else _check_id(ledger_id, "ledger id")
             path = self._path(lid)
+            if ledger_id is not None and os.path.exists(path):
+                raise SegmentStoreError(f"ledger {lid} already exists in {self._dir}")
             tmp = os.path.join(self._dir, f".tmp-{lid}-{os.getpid()}")
             fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             try:

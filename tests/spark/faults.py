@@ -58,16 +58,19 @@ class HarnessResult:
     kill_delays: list[float] = field(default_factory=list)
     #: the startingOffsets the run after the checkpoint loss used ("committed:<output>" expected)
     resumed_with: str | None = None
+    #: ledgers in the segment store that no segment references after the final sweep (leaks)
+    leaked_ledgers: int = 0
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0 and self.out_of_order == 0 and self.output == self.input
+        clean = self.lost == 0 and self.duplicated == 0 and self.out_of_order == 0 and self.leaked_ledgers == 0
+        return clean and self.output == self.input
 
     def line(self) -> str:
         return (
             f"FAULTS kills={self.kills} input={self.input} output={self.output} lost={self.lost} "
             f"duplicated={self.duplicated} out_of_order={self.out_of_order} orphans_swept={self.orphans_swept} "
-            f"resumed_with={self.resumed_with} seconds={self.seconds:.0f}"
+            f"leaked_ledgers={self.leaked_ledgers} resumed_with={self.resumed_with} seconds={self.seconds:.0f}"
         )
 
 
@@ -244,10 +247,14 @@ def run_kill_harness(
         raise AssertionError(f"final catch-up run failed ({proc.returncode}); see {log_file}")
     with storage.open_namespace(uri) as ns:
         orphans = sweep(ns, older_than_ms=0)  # staged ledgers of killed tasks (never published)
+        published = {s.ledger_id for name in ("events", "enriched") for s in ns.open_log(name).log_segments()}
+        leaked = len(set(ns.segstore.list_ledgers()) - published)
     n_in, n_out, lost, dup, disorder = compare(uri, "events", "enriched")
     assert n_in == produced, (n_in, produced)
     seconds = time.monotonic() - started
-    return HarnessResult(kills, n_in, n_out, lost, dup, disorder, len(orphans), seconds, delays, resumed_with)
+    return HarnessResult(
+        kills, n_in, n_out, lost, dup, disorder, len(orphans), seconds, delays, resumed_with, leaked_ledgers=leaked
+    )
 
 
 def _starting_offsets(run_log: Path) -> str | None:

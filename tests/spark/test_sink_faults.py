@@ -159,3 +159,4 @@ def test_twenty_sigkills_exactly_once(tmp_path: Path, capsys: pytest.CaptureFixt
     assert result.resumed_with == "committed:enriched", result.line()
     assert result.lost == 0 and result.duplicated == 0 and result.out_of_order == 0, result.line()
     assert result.output == result.input > 0
+    assert result.leaked_ledgers == 0, result.line()  # killed tasks' staged ledgers were all cleaned up

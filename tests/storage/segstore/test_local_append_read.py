@@ -17,6 +17,7 @@ from storage.errors import (
     DLError,
     InvalidArgumentError,
     LedgerNotFoundError,
+    SegmentStoreError,
     WriteCancelledError,
     WriterFencedError,
 )
@@ -308,3 +309,20 @@ def test_wait_for_lac_and_watch_in_process(store_root: Path, use_inotify: bool) 
 def test_store_satisfies_interface(store: LocalSegmentStore) -> None:
     assert isinstance(store, SegmentStore)
     assert issubclass(WriterFencedError, DLError)
+
+
+def test_allocated_id_then_create(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+    """An allocated id is never handed out again (nor by another process's store) and makes no
+    file until the ledger is created with it; creating it twice fails."""
+    lid = store.allocate_ledger_id()
+    assert lid not in store.list_ledgers()
+    fresh = other.create_ledger()
+    assert fresh.ledger_id > lid
+    w = store.create_ledger(lid)
+    assert w.ledger_id == lid and lid in other.list_ledgers()
+    w.append(b"x")
+    w.close()
+    with pytest.raises(SegmentStoreError, match="already exists"):
+        store.create_ledger(lid)
+    assert list(other.read_entries(lid, 0, 0)) == [(0, b"x")]
+    fresh.close()
