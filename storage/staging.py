@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,10 +30,8 @@ import pyarrow as pa
 
 from storage.arrow_entries import check_txids, encode_entries
 from storage.config import Config
-from storage.entry import EntryBuilder
 from storage.errors import (
     InvalidArgumentError,
-    LogRecordTooLongError,
     MetadataError,
     NoNodeError,
     TransactionIdOutOfOrderError,
@@ -43,13 +41,15 @@ from storage.impl.names import validate_log_name
 from storage.impl.namespace import Namespace
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.metastore.base import Create, Delete, Op, SetData
-from storage.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, MAX_TXID, LogRecord
+from storage.record import MAX_LOGRECORDSET_SIZE, MAX_TXID
 from storage.segment_metadata import LogSegmentMetadata, compute_start_sequence_id
 from storage.segstore.base import LedgerWriter
 
 STAGING_ROOT = "/.staging"
 COMMIT_NODE = "commit"
 _ENTRY_BYTES = 256 * 1024
+_CHUNK_RECORDS = 8192
+_CHUNK_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -99,55 +99,38 @@ def stage_records(
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
         LogRecordTooLongError, InvalidArgumentError: a bad record. SegmentStoreError, MetadataError.
     """
-    ns.check_open()
-    ledger = None
-    builder = EntryBuilder()
-    count, first, last, position = 0, -1, -1, 0
-    last_slot = -1
+    return stage_arrow(ns, _record_chunks(records), tag=tag)
 
-    def transmit() -> None:
-        nonlocal last_slot
-        assert ledger is not None
-        if builder.num_records:
-            last_slot = builder.num_slots - 1
-            ledger.append_async(builder.to_bytes())  # group-committed; close() waits for all
-            builder.clear()
 
-    try:
-        for txid, payload in records:
-            rec = LogRecord(txid, payload)
-            if txid < 0 or txid >= MAX_TXID or txid < last:
-                raise TransactionIdOutOfOrderError(f"staged txid {txid} after {last}", txid=txid, last_txid=last)
-            if rec.persistent_size > MAX_LOGRECORD_SIZE:
-                raise LogRecordTooLongError(f"record of {rec.persistent_size} bytes exceeds {MAX_LOGRECORD_SIZE}")
-            if ledger is None:
-                ledger = _new_staged_ledger(ns, tag)
-            if builder.num_bytes + rec.persistent_size > min(_ENTRY_BYTES, MAX_LOGRECORDSET_SIZE):
-                transmit()
-            position += 1
-            builder.add(rec, position)
-            count += 1
-            first = txid if first < 0 else first
-            last = txid
-        if ledger is None:
-            return None
-        transmit()
-        last_entry = ledger.close()
-    except BaseException:
-        if ledger is not None:
-            ledger.abort()
-            discard(ns, [ledger.ledger_id])
-        raise
-    return StagedSegment(ledger.ledger_id, count, first, last, last_entry, last_slot)
+def _record_chunks(records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[pa.Array, pa.Array | int]]:
+    """``(txid, payload)`` records as Arrow ``(payloads, txids)`` chunks for :func:`stage_arrow`."""
+    txids: list[int] = []
+    payloads: list[bytes] = []
+    size = 0
+    for txid, payload in records:
+        if type(txid) is not int or not isinstance(payload, bytes | bytearray | memoryview):
+            raise InvalidArgumentError(
+                f"a record is (int txid, bytes payload), got ({txid!r}, {type(payload).__name__})"
+            )
+        if txid < 0 or txid >= MAX_TXID:
+            raise TransactionIdOutOfOrderError(f"staged txid {txid} out of range [0, {MAX_TXID})", txid=txid)
+        txids.append(txid)
+        payloads.append(payload)
+        size += len(payload)
+        if len(txids) >= _CHUNK_RECORDS or size >= _CHUNK_BYTES:
+            yield pa.array(payloads, pa.binary()), pa.array(txids, pa.int64())
+            txids, payloads, size = [], [], 0
+    if txids:
+        yield pa.array(payloads, pa.binary()), pa.array(txids, pa.int64())
 
 
 def stage_arrow(
     ns: Namespace, batches: Iterable[tuple[pa.Array, pa.Array | int]], *, tag: Mapping[str, Any] | None = None
 ) -> StagedSegment | None:
-    """:func:`stage_records` for Arrow columns, in bulk: each item is ``(payloads, txids)`` with
-    payloads a non-null binary (or string) array and txids an integer array of the same length or
-    one txid for all. The ledger's bytes are the same as :func:`stage_records` would write, except
-    that an entry never spans two items.
+    """:func:`stage_records` for Arrow columns, in bulk (:mod:`storage.arrow_entries`): each item is
+    ``(payloads, txids)`` with payloads a non-null binary (or string) array and txids an integer
+    array of the same length or one txid for all. Entries hold up to 256 KiB and never span two
+    items. ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
 
     Raises:
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
