@@ -64,7 +64,6 @@ from storage.staging import (
     PublishItem,
     StagedSegment,
     discard,
-    list_staged,
     publish_many,
     read_commit,
     stage_arrow,
@@ -197,18 +196,6 @@ def _discard_unpublished(ns: Namespace, ledger_ids: Iterable[int]) -> None:
             continue
         except Exception:  # best effort: the sweep removes it later
             log.warning("could not discard staged ledger %s; the sweep will remove it", lid, exc_info=True)
-
-
-def _discard_attempts(ns: Namespace, keep: set[int], match: Callable[[dict[str, Any]], bool]) -> list[int]:
-    """Discard staged ledgers whose tag matches and that no committed task names: what failed or
-    killed task attempts of this batch/job staged (Spark drops their commit messages). Best effort."""
-    try:
-        found = [r.ledger_id for r in list_staged(ns) if r.ledger_id not in keep and match(r.tag)]
-    except Exception:
-        log.warning("could not list staged ledgers", exc_info=True)
-        return []
-    _discard_unpublished(ns, found)
-    return found
 
 
 # --- staging (executors) ------------------------------------------------------------------------
@@ -421,37 +408,39 @@ class _Writer:
         ids = [lid for m in _messages(messages) for lid in m.ledger_ids()]
         if ids:
             _discard_unpublished(ns, ids)
-        _discard_attempts(ns, set(), match)
+        self._sweep(ns, match, keep=set())
 
-    def _sweep(self, ns: Namespace) -> None:
+    def _sweep(self, ns: Namespace, match: Callable[[dict[str, Any]], bool], keep: set[int]) -> None:
+        """Best effort, one listing: discard orphans older than ``stagingRetentionMs`` (their
+        task's process died) and what failed or killed attempts of this batch/job staged (tag
+        ``match``, not in ``keep``: Spark drops their commit messages)."""
         try:
-            swept = sweep(ns, older_than_ms=self.opts.staging_retention_ms)
+            swept = sweep(ns, older_than_ms=self.opts.staging_retention_ms, matching=match, keep=keep)
             if swept:
-                log.info("swept %d orphaned staged ledger(s)", len(swept))
+                log.info("discarded %d unpublished staged ledger(s)", len(swept))
         except Exception:
-            log.warning("sweep of staged ledgers failed", exc_info=True)
+            log.warning("sweep of staged ledgers failed; a later one removes them", exc_info=True)
 
     def _publish_all(
         self,
         targets: dict[str, list[StagedSegment]],
-        make_commit: Any,
-        decide: Any,
+        make_commit: Callable[[str, list[StagedSegment]], dict[str, object]],
+        decide: Callable[[dict[str, object] | None, dict[str, object], str], bool],
         match: Callable[[dict[str, Any]], bool],
     ) -> None:
         ns = _handles.namespace(self.opts.uri)
-        self._sweep(ns)
+        self._sweep(ns, match, keep={s.ledger_id for segs in targets.values() for s in segs})
         items = [PublishItem(name, segs, make_commit(name, segs)) for name, segs in targets.items()]
         commits = {item.log: item.commit for item in items}
 
         def decide_one(name: str, prev: dict[str, object] | None) -> bool:
-            return bool(decide(prev, commits[name], name))  # may complete the commit: written after
+            return decide(prev, commits[name], name)  # may complete the commit: written after
 
         try:
             publish_many(ns, items, decide_one)  # every target log in one transaction
         except BaseException:
             _discard_unpublished(ns, [s.ledger_id for segs in targets.values() for s in segs])
             raise
-        _discard_attempts(ns, {s.ledger_id for segs in targets.values() for s in segs}, match)
 
 
 def _batch_match(query_id: str | None, batch_id: int) -> Callable[[dict[str, Any]], bool]:
@@ -501,7 +490,7 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
                 "runs": [],
             }
 
-        def decide(prev: dict[str, object] | None, commit: dict[str, Any], name: str) -> bool:
+        def decide(prev: dict[str, object] | None, commit: dict[str, object], name: str) -> bool:
             go = decide_stream(prev, commit, log=name)
             if not go:
                 log.info("batch %s of query %s is already in log %r: skipped", batchId, query_id, name)

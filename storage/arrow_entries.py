@@ -54,12 +54,13 @@ def _big_endian(values: array) -> bytes:  # type: ignore[type-arg]
     return values.tobytes()
 
 
-def _int64_values(txids: pa.Array) -> array:  # type: ignore[type-arg]
-    """The values of a non-null int64 array as an ``array('q')`` (one copy)."""
-    out = array("q")
-    buf = txids.buffers()[1]
+def _values(arr: pa.Array, typecode: str) -> array:  # type: ignore[type-arg]
+    """The values of a non-null fixed-width array as an ``array(typecode)`` of the same width (one copy)."""
+    out = array(typecode)
+    buf = arr.buffers()[1]
     assert buf is not None
-    out.frombytes(memoryview(buf)[txids.offset * 8 : (txids.offset + len(txids)) * 8])
+    width = out.itemsize
+    out.frombytes(memoryview(buf)[arr.offset * width : (arr.offset + len(arr)) * width])
     return out
 
 
@@ -81,8 +82,8 @@ def check_txids(txids: pa.Array | int, n: int, last_txid: int) -> tuple[int, int
         raise TransactionIdOutOfOrderError(f"txid out of range [0, {MAX_TXID}): {low}..{high}", txid=low)
     if first < last_txid:
         raise TransactionIdOutOfOrderError(f"txid {first} after {last_txid}", txid=first, last_txid=last_txid)
-    if n > 1 and pc.any(pc.less(txids.slice(1), txids.slice(0, n - 1))).as_py():
-        drops = pc.less(txids.slice(1), txids.slice(0, n - 1))
+    drops = pc.less(txids.slice(1), txids.slice(0, n - 1)) if n > 1 else None
+    if drops is not None and pc.any(drops).as_py():
         i = pc.index(drops, True).as_py()
         bad, before = txids[i + 1].as_py(), txids[i].as_py()
         raise TransactionIdOutOfOrderError(f"txid {bad} after {before}", txid=bad, last_txid=before)
@@ -122,13 +123,10 @@ def encode_entries(
     if isinstance(txids, int):
         tx = txids.to_bytes(8, "big", signed=True) * n
     else:
-        tx = _big_endian(_int64_values(txids.cast(pa.int64())))
-    sizes = array("i")
-    length_buf = lengths.buffers()[1]
-    assert length_buf is not None
-    sizes.frombytes(memoryview(length_buf)[lengths.offset * 4 : (lengths.offset + n) * 4])
+        tx = _big_endian(_values(txids.cast(pa.int64()), "q"))
+    sizes = _big_endian(_values(lengths, "i"))
     records = pc.binary_join_element_wise(
-        _fixed_width(meta, 8, n), _fixed_width(tx, 8, n), _fixed_width(_big_endian(sizes), 4, n), values, _EMPTY
+        _fixed_width(meta, 8, n), _fixed_width(tx, 8, n), _fixed_width(sizes, 4, n), values, _EMPTY
     )
     offsets = array("i")
     offset_buf, data_buf = records.buffers()[1], records.buffers()[2]

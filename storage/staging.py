@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -217,16 +217,28 @@ def list_staged(ns: Namespace) -> list[Registration]:
     return out
 
 
-def sweep(ns: Namespace, older_than_ms: int) -> list[int]:
-    """Delete staged ledgers registered more than ``older_than_ms`` ago; returns their ids.
+def sweep(
+    ns: Namespace,
+    older_than_ms: int,
+    *,
+    matching: Callable[[dict[str, Any]], bool] | None = None,
+    keep: Collection[int] = (),
+) -> list[int]:
+    """Delete staged ledgers registered more than ``older_than_ms`` ago, and (with ``matching``)
+    those whose tag it accepts unless their id is in ``keep``; one listing for both. Returns the
+    ids deleted.
 
     Raises:
         SegmentStoreError, MetadataError.
     """
     cutoff = now_ms() - older_than_ms
-    stale = [r.ledger_id for r in list_staged(ns) if r.created_ms < cutoff]
-    discard(ns, stale)
-    return stale
+    gone = [
+        r.ledger_id
+        for r in list_staged(ns)
+        if r.created_ms < cutoff or (matching is not None and r.ledger_id not in keep and matching(r.tag))
+    ]
+    discard(ns, gone)
+    return gone
 
 
 def read_commit(ns: Namespace, log: str) -> dict[str, object] | None:

@@ -115,6 +115,9 @@ def test_empty_publish_records_commit_and_sweep(ns: storage.Namespace) -> None:
     (reg,) = list_staged(ns)
     assert (reg.ledger_id, reg.tag) == (orphan.ledger_id, {"job": "j1", "partition": 2}) and reg.created_ms > 0
     assert sweep(ns, older_than_ms=3_600_000) == []  # too young
+    other = stage_records(ns, rows(5, 1), tag={"job": "j2"})
+    assert other is not None  # a tag match goes at once, unless kept
+    assert sweep(ns, 3_600_000, matching=lambda t: "job" in t, keep={orphan.ledger_id}) == [other.ledger_id]
     assert sweep(ns, older_than_ms=-1) == [orphan.ledger_id]
     assert orphan.ledger_id not in ns.segstore.list_ledgers() and list_staged(ns) == []
 
