@@ -40,8 +40,8 @@ test: venv lint zookeeper
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py tests examples bench
-	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py tests examples bench
+	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench
+	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench
 	$(BIN)/mypy
 
 bench: venv zookeeper

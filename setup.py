@@ -1,6 +1,7 @@
 """Install Apache DistributedLog in Python: the `storage` core (and, as they land, the Spark layer and the CLI)."""
 
 import os
+from pathlib import Path
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
@@ -23,11 +24,12 @@ class BuildPyWithPth(build_py):
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
 
+
 setup(
     name="distributedlog-py",
     version="0.1.0",
     description="Apache DistributedLog's core library in Python, put to work in Spark",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     cmdclass={"build_py": BuildPyWithPth},

@@ -110,8 +110,8 @@ class BenchNamespace:
         store: Any = self.ns.segstore
         original = store.create_ledger
 
-        def create_ledger() -> Any:
-            ledger = original()
+        def create_ledger(ledger_id: int | None = None) -> Any:
+            ledger = original(ledger_id)
             self.ledgers.append(ledger)
             if on_ledger is not None:
                 on_ledger(ledger)

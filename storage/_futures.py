@@ -1,21 +1,27 @@
 """Cheap ``concurrent.futures.Future`` objects for the records of one writer.
 
-A write returns a :class:`concurrent.futures.Future`. Building a standard one builds a
-``threading.Condition`` (an ``RLock`` plus bookkeeping), which costs more than packing the
-record itself. Here every future of a segment writer shares the writer's condition:
+A write returns a :class:`concurrent.futures.Future`. A standard one builds a
+``threading.Condition`` and two lists, and lives in an instance ``__dict__``: five objects the
+garbage collector tracks, for every record. An application that keeps its futures (as
+asynchronous writers do) then pays more for collector passes over them than for writing the
+record. :class:`WriteFuture` is one tracked object:
 
+* its state lives in ``__slots__``; the waiter and callback lists are made only when a waiter
+  (``concurrent.futures.wait``/``as_completed``) or a callback is added;
+* every future of a group shares the group's condition: a batch of futures (an acknowledged
+  entry) is resolved under that lock, followed by one ``notify_all``; callbacks run after the
+  lock is released;
 * futures are created in the RUNNING state, so they cannot be cancelled (a write cannot be
-  taken back once buffered);
-* a batch of futures (an acknowledged entry) is resolved under the shared lock, followed by
-  one ``notify_all``; callbacks run after the lock is released;
+  taken back once buffered), and a finished future never changes again, so ``done`` and
+  ``result`` of a finished future read its state without taking the lock;
 * because one condition serves many futures, a waiter may be woken for another future:
-  :class:`WriteFuture` overrides ``result``/``exception`` to keep waiting until *its* future
-  is finished or the timeout has passed. ``add_done_callback``, ``wait`` and ``as_completed``
-  work unchanged (they use ``_waiters``, not the condition).
+  ``result``/``exception`` keep waiting until *their* future is finished or the timeout has
+  passed.
 
-This relies on the attributes ``Future`` has had since Python 3.2 (``_condition``,
-``_state``, ``_result``, ``_exception``, ``_waiters``, ``_done_callbacks``);
-``tests/storage/test_futures.py`` checks the behaviour.
+``Future``'s own methods (``add_done_callback``, ``set_result``, ``set_exception``, ``wait``,
+``as_completed``) work unchanged: they reach the lists through the ``_waiters`` and
+``_done_callbacks`` properties. This relies on the attribute names ``Future`` has used since
+Python 3.2; ``tests/storage/test_futures.py`` checks the behaviour.
 """
 
 from __future__ import annotations
@@ -31,23 +37,56 @@ from typing import Any
 class WriteFuture(Future[Any]):
     """A future sharing its condition with its siblings (see the module docstring)."""
 
+    __slots__ = ("_callback_list", "_condition", "_exception", "_result", "_state", "_waiter_list")
+
+    _callback_list: list[Any] | None
+    _condition: threading.Condition
+    _exception: BaseException | None
+    _result: Any
+    _state: str
+    _waiter_list: list[Any] | None
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]  # typeshed: a plain attribute
+        lst = self._waiter_list
+        if lst is None:
+            lst = self._waiter_list = []
+        return lst
+
+    @property
+    def _done_callbacks(self) -> list[Any]:
+        lst = self._callback_list
+        if lst is None:
+            lst = self._callback_list = []
+        return lst
+
     def _wait_finished(self, timeout: float | None) -> None:
-        cond: threading.Condition = self._condition  # type: ignore[attr-defined]
+        cond = self._condition
         deadline = None if timeout is None else time.monotonic() + timeout
         with cond:
-            while self._state != FINISHED:  # type: ignore[attr-defined]
+            while self._state != FINISHED:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise TimeoutError()
                 cond.wait(left)
 
+    def done(self) -> bool:
+        return self._state == FINISHED
+
     def result(self, timeout: float | None = None) -> Any:
-        self._wait_finished(timeout)
-        return super().result(0)
+        if self._state != FINISHED:
+            self._wait_finished(timeout)
+        if self._exception is not None:
+            try:
+                raise self._exception
+            finally:
+                self = None  # type: ignore[assignment]  # no exception -> traceback -> future cycle
+        return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._wait_finished(timeout)
-        return super().exception(0)
+        if self._state != FINISHED:
+            self._wait_finished(timeout)
+        return self._exception
 
 
 _new = WriteFuture.__new__
@@ -64,14 +103,12 @@ class FutureGroup:
     def new(self) -> WriteFuture:
         """A new RUNNING future sharing this group's condition."""
         f = _new(WriteFuture)
-        f.__dict__ = {  # the attributes Future.__init__ sets, without building a Condition
-            "_condition": self._cond,
-            "_state": RUNNING,
-            "_result": None,
-            "_exception": None,
-            "_waiters": [],
-            "_done_callbacks": [],
-        }
+        f._condition = self._cond
+        f._state = RUNNING
+        f._result = None
+        f._exception = None
+        f._waiter_list = None
+        f._callback_list = None
         return f
 
     def resolve(
@@ -79,35 +116,37 @@ class FutureGroup:
     ) -> None:
         """Finish ``futures[i]`` with ``results[i]`` (or every one with ``exc``), then run callbacks.
 
-        Futures already finished are left alone. Callbacks run after the lock is released, in
-        the order of ``futures``.
+        ``futures`` are this group's. Futures already finished are left alone. Callbacks run
+        after the lock is released, in the order of ``futures``.
         """
-        with_callbacks: list[Future[Any]] = []
+        with_callbacks: list[WriteFuture] = []
         finished = False
         with self._cond:
+            f: Any
             if exc is not None:
                 for f in futures:
-                    if f._state == FINISHED:  # type: ignore[attr-defined]
+                    if f._state == FINISHED:
                         continue
-                    f._exception = exc  # type: ignore[attr-defined]
-                    for w in f._waiters:  # type: ignore[attr-defined]
-                        w.add_exception(f)
-                    f._state = FINISHED  # type: ignore[attr-defined]
+                    f._exception = exc
+                    if f._waiter_list:
+                        for w in f._waiter_list:
+                            w.add_exception(f)
+                    f._state = FINISHED
                     finished = True
-                    if f._done_callbacks:  # type: ignore[attr-defined]
+                    if f._callback_list:
                         with_callbacks.append(f)
             else:
                 assert results is not None
                 for f, result in zip(futures, results, strict=False):
-                    if f._state == FINISHED:  # type: ignore[attr-defined]
+                    if f._state == FINISHED:
                         continue
-                    f._result = result  # type: ignore[attr-defined]
-                    if f._waiters:  # type: ignore[attr-defined]
-                        for w in f._waiters:  # type: ignore[attr-defined]
+                    f._result = result
+                    if f._waiter_list:
+                        for w in f._waiter_list:
                             w.add_result(f)
-                    f._state = FINISHED  # type: ignore[attr-defined]
+                    f._state = FINISHED
                     finished = True
-                    if f._done_callbacks:  # type: ignore[attr-defined]
+                    if f._callback_list:
                         with_callbacks.append(f)
             if finished:
                 self._cond.notify_all()

@@ -45,3 +45,23 @@ def test_exceptions_and_double_resolution() -> None:
     late: list[BaseException | None] = []
     a.add_done_callback(lambda f: late.append(f.exception()))
     assert late == [err]
+
+
+def test_futures_are_single_objects_with_lazy_lists() -> None:
+    """One garbage-collected object per future: no instance dict, no lists until needed."""
+    g = FutureGroup()
+    f = g.new()
+    assert not hasattr(f, "__dict__") or not f.__dict__
+    assert f._waiter_list is None and f._callback_list is None
+    calls: list[int] = []
+    f.add_done_callback(lambda fut: calls.append(fut.result()))
+    assert f._callback_list is not None and len(f._callback_list) == 1
+    assert not f.done()
+    g.resolve([f], [7])
+    assert f.done() and f.result() == 7 and f.exception() is None and calls == [7]
+    e = g.new()
+    g.resolve([e], exc=KeyError("k"))
+    for _ in range(2):  # a finished future answers the same every time, without waiting
+        with pytest.raises(KeyError):
+            e.result(timeout=0)
+    assert isinstance(e.exception(timeout=0), KeyError)
