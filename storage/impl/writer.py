@@ -41,9 +41,12 @@ from storage.errors import (
 from storage.impl import retention
 from storage.impl.segment_writer import SegmentWriter
 from storage.impl.write_handler import WriteHandler, now_ms
-from storage.record import MAX_LOGRECORD_SIZE, MAX_TXID, LogRecord
+from storage.record import CONTROL, END_OF_STREAM, MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE, LogRecord
 
 log = logging.getLogger(__name__)
+
+_WRITER_FLAGS = CONTROL | END_OF_STREAM  # records only the writer itself writes
+_MAX_PAYLOAD = MAX_LOGRECORD_SIZE - RECORD_HEADER_SIZE
 
 
 def _done(value: object = None, exc: BaseException | None = None) -> Future:  # type: ignore[type-arg]
@@ -102,9 +105,12 @@ class AsyncLogWriter:
         """
         with self._lock:
             self._check_record(record)
-            seg = self._segment_for(record.txid)
+            txid = record.txid
+            seg = self._seg
+            if seg is None or seg.error is not None or (seg.num_user_records > 0 and self._should_roll(seg)):
+                seg = self._segment_for(txid)
             fut = seg.write(record)
-            self._last_txid = record.txid
+            self._last_txid = txid
             return fut
 
     def write_bulk(self, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
@@ -207,18 +213,20 @@ class AsyncLogWriter:
             raise WriterFencedError(f"writer of {self._h.name!r} was fenced: {self._fenced}")
 
     def _check_record(self, record: object, *, last_txid: int | None = None) -> None:
-        self._check_open()
+        # Runs once per record: the common case is a few attribute reads and comparisons.
+        if self._closed or self._fenced is not None:
+            self._check_open()
         if self._stream_ended:
             raise EndOfStreamError(f"log {self._h.name!r} was marked end of stream: no more writes")
-        if not isinstance(record, LogRecord):
+        if type(record) is not LogRecord and not isinstance(record, LogRecord):
             raise InvalidArgumentError(f"write needs a storage.LogRecord, got {type(record).__name__}")
-        if record.is_control or record.is_end_of_stream:
+        if record.flags & _WRITER_FLAGS:
             raise InvalidArgumentError(
                 "control and end-of-stream records are written by the writer, not the application"
             )
         txid = record.txid
         last = self._last_txid if last_txid is None else last_txid
-        if txid < 0 or txid >= MAX_TXID:
+        if type(txid) is not int or not 0 <= txid < MAX_TXID:
             raise TransactionIdOutOfOrderError(f"invalid transaction id {txid}", txid=txid, last_txid=last)
         if txid < last:
             raise TransactionIdOutOfOrderError(
@@ -226,11 +234,13 @@ class AsyncLogWriter:
                 txid=txid,
                 last_txid=last,
             )
-        if record.persistent_size > MAX_LOGRECORD_SIZE:
+        if len(record.payload) > _MAX_PAYLOAD:
             raise LogRecordTooLongError(
                 f"record of {record.persistent_size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
             )
-        self._h.check_ownership()
+        lock = self._h.lock
+        if lock is not None:
+            lock.check()  # LockingError: lost, or (retriable) unconfirmable while disconnected
 
     def _segment_for(self, txid: int) -> SegmentWriter:
         seg = self._seg
