@@ -238,9 +238,7 @@ class AsyncLogWriter:
             raise LogRecordTooLongError(
                 f"record of {record.persistent_size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
             )
-        lock = self._h.lock
-        if lock is not None:
-            lock.check()  # LockingError: lost, or (retriable) unconfirmable while disconnected
+        self._h.check_ownership()  # LockingError: lost, or (retriable) unconfirmable while disconnected
 
     def _segment_for(self, txid: int) -> SegmentWriter:
         seg = self._seg
