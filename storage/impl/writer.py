@@ -106,10 +106,7 @@ class AsyncLogWriter:
         with self._lock:
             self._check_record(record)
             txid = record.txid
-            seg = self._seg
-            if seg is None or seg.error is not None or (seg.num_user_records > 0 and self._should_roll(seg)):
-                seg = self._segment_for(txid)
-            fut = seg.write(record)
+            fut = self._segment_for(txid).write(record)
             self._last_txid = txid
             return fut
 
@@ -242,11 +239,11 @@ class AsyncLogWriter:
 
     def _segment_for(self, txid: int) -> SegmentWriter:
         seg = self._seg
-        if seg is not None and seg.error is not None:
-            self._note_error(seg)
-            seg.check_writable()
         if seg is None:
             return self._start_segment(txid)
+        if seg.error is not None:
+            self._note_error(seg)
+            seg.check_writable()
         if seg.num_user_records > 0 and self._should_roll(seg):
             self._complete_current()
             return self._start_segment(txid)
