@@ -10,14 +10,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# An editable install, plus two .pth files a regular `pip install .` does not need: the checkout as
-# a sys.path entry (Spark finds data sources by scanning sys.path for pyspark_* modules, which an
-# editable finder hides), and distributedlog_pyspark.pth (a regular install ships it) so Spark's
-# Python workers run this interpreter.
+# A plain editable install: setup.py makes it visible to Spark's data-source lookup and installs
+# distributedlog_pyspark.pth (Spark's Python workers run this interpreter), as `pip install .` does.
 venv: $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/python -c "import shutil, sysconfig; d = sysconfig.get_paths()['purelib']; \
-	  shutil.copy('distributedlog_pyspark.pth', d); open(d + '/distributedlog_checkout.pth', 'w').write('$(CURDIR)\n')"
 
 ## Main job, on the embedded default (no server): a producer process appends events to a log while a
 ## Spark Structured Streaming query transforms them into another log, exactly once; then it checks.

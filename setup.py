@@ -15,11 +15,19 @@ PTH = "distributedlog_pyspark.pth"
 
 
 class BuildPyWithPth(build_py):
-    """build_py that also places the .pth file at the root of the installed tree."""
+    """build_py that also places the .pth file at the root of the installed tree.
+
+    A regular build puts it in ``build_lib`` (so wheels and ``pip install .`` carry it); an
+    editable build (``pip install -e .``, PEP 660) installs the modules from the checkout and ships
+    only what lands in the unpacked wheel, which is the ``install`` command's ``install_lib``.
+    """
 
     def run(self) -> None:
         super().run()
-        self.copy_file(PTH, os.path.join(self.build_lib, PTH))
+        target = self.build_lib
+        if getattr(self, "editable_mode", False):
+            target = self.get_finalized_command("install").install_lib
+        self.copy_file(PTH, os.path.join(target, PTH))
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
@@ -33,6 +41,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     cmdclass={"build_py": BuildPyWithPth},
+    # The package root spelled out as "." makes setuptools' editable install a plain .pth naming
+    # the checkout (a "simple layout") instead of an import hook: Spark finds data sources by
+    # listing sys.path with pkgutil.iter_modules, which does not see modules behind an import hook.
+    package_dir={"": "."},
     packages=find_packages(include=["storage", "storage.*", "dl_spark", "dl_spark.*"]),
     py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
     package_data={"storage": ["py.typed"], "dl_spark": ["py.typed"]},

@@ -5,6 +5,8 @@
 transaction id. See CONTRACT.md §3 for the public surface.
 """
 
+from importlib import metadata as _metadata
+
 from storage import errors
 from storage.config import Config
 from storage.dlsn import DLSN
@@ -18,6 +20,12 @@ from storage.record import LogRecord, LogRecordWithDLSN
 from storage.segment_metadata import LogSegmentMetadata, TruncationStatus
 
 DistributedLogManager = LogManager
+
+try:
+    #: The installed distribution's version (``distributedlog-py``).
+    __version__ = _metadata.version("distributedlog-py")
+except _metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DLSN",

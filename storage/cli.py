@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from storage import __version__
 from storage.config import Config
 from storage.dlsn import DLSN
 from storage.errors import (
@@ -239,6 +240,7 @@ Exit codes: 0 ok, 1 error (one line on stderr), 2 usage error.
     help="DistributedLog properties file (e.g. conf/distributedlog.conf; default: $DLOG_CONF).",
 )
 @click.option("-v", "--verbose", count=True, help="Log more to stderr (-v info, -vv debug).")
+@click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context, uri: str | None, conf_file: str | None, verbose: int) -> None:
     """Operate DistributedLog namespaces and logs: list, create, inspect, read, follow, write,

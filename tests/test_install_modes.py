@@ -1,0 +1,93 @@
+"""Each way of installing the package makes ``format("distributedlog")`` discoverable by Spark and
+points Spark's Python workers at the installing interpreter, with no Makefile-only step.
+
+Each mode gets a fresh virtualenv into which the package is installed with ``--no-deps`` the way a
+user would (``pip install .``, ``pip install -e .``, a wheel from ``pip wheel .``). Its dependencies
+(pyspark, pyarrow, ...) are borrowed from this interpreter's site-packages through a ``.pth`` line
+sorted after the package's own files: installing pyspark three more times would cost minutes and
+tests nothing of ours. A borrowed directory named by a ``.pth`` line is a plain ``sys.path`` entry,
+so this environment's own ``.pth`` files (its editable install, its PYSPARK_PYTHON hook) do not run
+in the fresh one. The child gets no PYTHONPATH and no PYSPARK_PYTHON, and a PATH whose ``python3``
+is not the fresh interpreter: only what the install put in place can make the Spark read work.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent(
+    """
+    import os, sys, tempfile
+    import storage
+    assert os.environ.get("PYSPARK_PYTHON") == sys.executable, os.environ.get("PYSPARK_PYTHON")
+    d = tempfile.mkdtemp()
+    uri = f"distributedlog-local://{d}/ns"
+    with storage.open_namespace(uri) as ns, ns.open_log("events") as dlm:
+        with dlm.open_writer() as w:
+            for i in range(1, 4):
+                w.write(storage.LogRecord(i, f"v{i}".encode()))
+            w.flush()
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .getOrCreate())
+    df = spark.read.format("distributedlog").option("uri", uri).option("streams", "events").load()
+    rows = [(r.txid, bytes(r.value).decode()) for r in df.select("txid", "value").collect()]
+    workers = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
+    print("ROWS", rows, "WORKER", workers[0], "DRIVER", sys.executable, "STORAGE", storage.__file__)
+    spark.stop()
+    """
+)
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:
+    out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{cmd}: exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+    return out.stdout
+
+
+@pytest.mark.parametrize("mode", ["regular", "editable", "wheel"])
+def test_install_mode_finds_the_format(mode: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = "/usr/bin:/bin"  # python3 there (if any) is not the fresh virtualenv's
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    venv = tmp_path / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    _run([base, "-m", "venv", str(venv)], env, tmp_path)
+    py = str(venv / "bin" / "python")
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, tmp_path).strip())
+    (site / "zz_borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
+    if mode == "regular":
+        _run([*pip, str(ROOT)], env, tmp_path)
+    elif mode == "editable":
+        _run([*pip, "-e", str(ROOT)], env, tmp_path)
+    else:
+        wheels = tmp_path / "wheels"
+        _run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], env, tmp_path)
+        (wheel,) = wheels.glob("distributedlog_py-*.whl")
+        _run([*pip, str(wheel)], env, tmp_path)
+
+    script = tmp_path / "read.py"
+    script.write_text(SCRIPT)
+    out = _run([py, str(script)], env, tmp_path)
+    line = next(x for x in out.splitlines() if x.startswith("ROWS "))
+    assert "[(1, 'v1'), (2, 'v2'), (3, 'v3')]" in line
+    assert f"WORKER {py} DRIVER {py}" in line
+    storage_file = line.split("STORAGE ", 1)[1]
+    if mode == "editable":
+        assert storage_file == str(ROOT / "storage" / "__init__.py")
+    else:
+        assert storage_file.startswith(str(site)), storage_file
+    dlog = _run([str(venv / "bin" / "dlog"), "--version"], env, tmp_path)
+    assert dlog.startswith("dlog ")
