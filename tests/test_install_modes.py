@@ -14,6 +14,7 @@ is not the fresh interpreter: only what the install put in place can make the Sp
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +24,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: What a source copy for a build leaves out (environments, caches, build output, data).
+_NOT_SOURCES = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "demo-data*", "bench-data")
 
 SCRIPT = textwrap.dedent(
     """
@@ -68,13 +71,17 @@ def test_install_mode_finds_the_format(mode: str, tmp_path: Path) -> None:
     (site / "zz_borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
+    # Builds run on a copy: setuptools builds in the source tree (build/, *.egg-info), and a stale
+    # build/ in the checkout would leak old files into later wheels.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
     if mode == "regular":
-        _run([*pip, str(ROOT)], env, tmp_path)
+        _run([*pip, str(src)], env, tmp_path)
     elif mode == "editable":
         _run([*pip, "-e", str(ROOT)], env, tmp_path)
     else:
         wheels = tmp_path / "wheels"
-        _run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)], env, tmp_path)
+        _run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)], env, tmp_path)
         (wheel,) = wheels.glob("distributedlog_py-*.whl")
         _run([*pip, str(wheel)], env, tmp_path)
 
