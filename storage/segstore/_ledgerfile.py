@@ -7,13 +7,17 @@ store translates both into :mod:`storage.errors` classes.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import sys
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import crc32c as _crc32c_mod
+
+from storage.segstore._acks import MAX_ENTRY_SIZE
 
 
 def _crc(data: bytes | bytearray | memoryview, value: int = 0) -> int:
@@ -35,8 +39,6 @@ HEADER_SIZE = _HEADER_FIELDS.size + 4  # 64
 _FRAME_FIELDS = struct.Struct(">Iqq")  # length, entry id, lac: 20 bytes, covered by the CRC
 FRAME_HEADER = struct.Struct(">IqqI")  # ... followed by the CRC32C: 24 bytes
 FRAME_HEADER_SIZE = FRAME_HEADER.size
-#: Largest payload of one entry (also a sanity bound when parsing lengths).
-MAX_ENTRY_SIZE = 64 * 1024 * 1024
 
 # --- offset index -------------------------------------------------------------------------
 INDEX_MAGIC = b"DLIX"
@@ -152,8 +154,19 @@ class ScanResult:
     lac: int | None  # lac field of the last frame that passed its checksum, None if none did
 
 
-def scan_frames(fd: int, start: int, next_id: int, limit: int, *, trust_tail: bool = False) -> ScanResult:
-    """Parse frames from ``start`` (expected to hold entry ``next_id``) up to ``limit``.
+#: ``read(length, offset) -> bytes`` (``os.pread`` with its descriptor bound, or a RADOS object read);
+#: a short result means the data ends there.
+ReadAt = Callable[[int, int], bytes]
+
+
+def file_reader(fd: int) -> ReadAt:
+    """A :data:`ReadAt` over an open file descriptor."""
+    return functools.partial(os.pread, fd)
+
+
+def scan_frames(read: ReadAt, start: int, next_id: int, limit: int, *, trust_tail: bool = False) -> ScanResult:
+    """Parse frames from ``start`` (expected to hold entry ``next_id``) up to ``limit``, reading
+    with ``read`` (frames have the same layout in a ledger file and in a RADOS ledger object).
 
     A frame is *well-formed* if its header is complete, its entry id is the next one, its
     length is sane and it ends at or before ``limit``. Where a frame is not, the scan looks
@@ -172,15 +185,15 @@ def scan_frames(fd: int, start: int, next_id: int, limit: int, *, trust_tail: bo
     while pos + FRAME_HEADER_SIZE <= limit:
         rel = pos - buf_off
         if rel < 0 or rel + FRAME_HEADER_SIZE > len(buf):
-            buf, buf_off, rel = os.pread(fd, min(CHUNK_SIZE, limit - pos), pos), pos, 0
+            buf, buf_off, rel = read(min(CHUNK_SIZE, limit - pos), pos), pos, 0
             if len(buf) < FRAME_HEADER_SIZE:
                 break
         length, eid, frame_lac, crc = FRAME_HEADER.unpack_from(buf, rel)
         size = FRAME_HEADER_SIZE + length
         if eid == next_id and length <= MAX_ENTRY_SIZE and pos + size <= limit and rel + size > len(buf):
-            buf, buf_off, rel = os.pread(fd, min(max(CHUNK_SIZE, size), limit - pos), pos), pos, 0
+            buf, buf_off, rel = read(min(max(CHUNK_SIZE, size), limit - pos), pos), pos, 0
         if eid != next_id or length > MAX_ENTRY_SIZE or rel + size > len(buf):
-            found = _resync(fd, pos, next_id + 1, limit)
+            found = _resync(read, pos, next_id + 1, limit)
             if found is None:
                 break
             pending.append(pos)  # the damaged frame of entry next_id, up to the next good frame
@@ -209,25 +222,25 @@ def frame_ok(buf: bytes, rel: int, size: int, crc: int) -> bool:
     return _crc(mv[rel + FRAME_HEADER_SIZE : rel + size], _crc(mv[rel : rel + 20])) == crc
 
 
-def _resync(fd: int, pos: int, entry_id: int, limit: int) -> int | None:
+def _resync(read: ReadAt, pos: int, entry_id: int, limit: int) -> int | None:
     """The offset of the first frame of entry ``entry_id`` after ``pos`` (and before
     ``limit``) that passes its checksum, or ``None``. Used only where a frame is malformed:
     a torn tail has none, damage in the middle of a ledger has one."""
     needle = struct.pack(">q", entry_id)
     off = pos + 1
     while off + FRAME_HEADER_SIZE <= limit:
-        chunk = os.pread(fd, min(CHUNK_SIZE, limit - off), off)
+        chunk = read(min(CHUNK_SIZE, limit - off), off)
         if len(chunk) < FRAME_HEADER_SIZE:
             return None
         hit = chunk.find(needle, 4)
         while hit >= 0:
             cand = off + hit - 4
-            head = os.pread(fd, FRAME_HEADER_SIZE, cand)
+            head = read(FRAME_HEADER_SIZE, cand)
             if len(head) < FRAME_HEADER_SIZE:
                 return None
             length, _, _, crc = FRAME_HEADER.unpack(head)
             if length <= MAX_ENTRY_SIZE and cand + FRAME_HEADER_SIZE + length <= limit:
-                frame = os.pread(fd, FRAME_HEADER_SIZE + length, cand)
+                frame = read(FRAME_HEADER_SIZE + length, cand)
                 if len(frame) == FRAME_HEADER_SIZE + length and frame_ok(frame, 0, len(frame), crc):
                     return cand
             hit = chunk.find(needle, hit + 1)

@@ -69,7 +69,8 @@ class ReadView:
                     if header.sealed:
                         self._load_sealed(header)
                     elif st.st_size > self._scanned_end:
-                        scan = lf.scan_frames(self._fd, self._scanned_end, len(self._offsets), st.st_size)
+                        read = lf.file_reader(self._fd)
+                        scan = lf.scan_frames(read, self._scanned_end, len(self._offsets), st.st_size)
                         self._offsets.extend(scan.offsets)
                         self._scanned_end = scan.end
                         if scan.lac is not None:
@@ -101,7 +102,8 @@ class ReadView:
             if index is not None:
                 self._offsets = index
             else:  # no usable index: scan what is left; entries not found raise when read
-                scan = lf.scan_frames(self._fd, self._scanned_end, len(self._offsets), header.data_end, trust_tail=True)
+                read = lf.file_reader(self._fd)
+                scan = lf.scan_frames(read, self._scanned_end, len(self._offsets), header.data_end, trust_tail=True)
                 self._offsets.extend(scan.offsets)
         elif len(self._offsets) > count:
             self._offsets = self._offsets[:count]

@@ -8,7 +8,6 @@ import os
 import threading
 from array import array
 from concurrent.futures import Future
-from typing import cast
 
 from storage._futures import FutureGroup
 from storage.errors import (
@@ -20,6 +19,7 @@ from storage.errors import (
     WriterFencedError,
 )
 from storage.segstore import _ledgerfile as lf
+from storage.segstore._acks import MAX_ENTRY_SIZE, copy_error, entry_bytes, report_batch
 from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 
 log = logging.getLogger(__name__)
@@ -90,13 +90,13 @@ class LocalLedgerWriter(LedgerWriter):
             AlreadyClosedError: the writer was closed or aborted.
             InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
         """
-        payload = _entry_bytes(data)
+        payload = entry_bytes(data)
         fut: Future[int] = self._futures.new()
         with self._cond:
             if self._state != _OPEN:
                 raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
             if self._error is not None:
-                fut.set_exception(_copy_error(self._error))
+                fut.set_exception(copy_error(self._error))
                 return fut
             self._enqueue(payload, fut)
             self._bytes += len(payload)
@@ -117,7 +117,7 @@ class LocalLedgerWriter(LedgerWriter):
             InvalidArgumentError: no listener was set, or ``data`` is not bytes-like or
                 exceeds ``MAX_ENTRY_SIZE``.
         """
-        payload = data if type(data) is bytes and len(data) <= lf.MAX_ENTRY_SIZE else _entry_bytes(data)
+        payload = data if type(data) is bytes and len(data) <= MAX_ENTRY_SIZE else entry_bytes(data)
         if self._listener is None:
             raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
         with self._cond:  # _enqueue inlined: this runs once per entry
@@ -175,7 +175,7 @@ class LocalLedgerWriter(LedgerWriter):
             result = self._close_result
         self._join()
         if isinstance(result, DLError):
-            raise _copy_error(result)
+            raise copy_error(result)
         return result
 
     def abort(self) -> None:
@@ -241,32 +241,11 @@ class LocalLedgerWriter(LedgerWriter):
                     self._in_flight = None
                     self._cond.notify_all()
                 if mine:
-                    self._report(entries, futs, None if error is None else _copy_error(error))
+                    self._report(entries, futs, None if error is None else copy_error(error))
 
     def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:
         """Resolve futures / call the listener for ``entries``, in order (``_report_lock`` held)."""
-        n = len(futs)
-        i = 0
-        while i < n:
-            j = i + 1
-            if futs[i] is None:
-                while j < n and futs[j] is None:
-                    j += 1
-                listener = self._listener
-                assert listener is not None
-                try:
-                    listener(j - i, entries[j - 1][0], exc)
-                except Exception:  # a listener must not raise; never let it stop the thread
-                    log.exception("ack listener of ledger %s failed", self._ledger_id)
-            else:
-                while j < n and futs[j] is not None:
-                    j += 1
-                run = cast("list[Future[int]]", futs[i:j])
-                if exc is None:
-                    self._futures.resolve(run, [entry_id for entry_id, _ in entries[i:j]])
-                else:
-                    self._futures.resolve(run, exc=exc)
-            i = j
+        report_batch(self._ledger_id, entries, futs, exc, self._listener, self._futures)
 
     def _write_batch(self, entries: list[tuple[int, bytes]], lac: int) -> None:
         buf, rel = lf.encode_frames(entries, lac)
@@ -316,25 +295,3 @@ class LocalLedgerWriter(LedgerWriter):
             return exc
         finally:
             self._close_fd()
-
-
-def _entry_bytes(data: object) -> bytes:
-    """``data`` as bytes, checked (no copy for bytes).
-
-    Raises:
-        InvalidArgumentError: not bytes-like, or larger than ``MAX_ENTRY_SIZE``.
-    """
-    if type(data) is not bytes:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise InvalidArgumentError(f"entry data must be bytes, not {type(data).__name__}")
-        data = bytes(data)
-    if len(data) > lf.MAX_ENTRY_SIZE:
-        raise InvalidArgumentError(f"entry of {len(data)} bytes exceeds {lf.MAX_ENTRY_SIZE}")
-    return data
-
-
-def _copy_error(err: DLError) -> DLError:
-    """A fresh exception like ``err`` (one instance per future keeps tracebacks apart)."""
-    fresh = type(err)(str(err))
-    fresh.__cause__ = err.__cause__
-    return fresh

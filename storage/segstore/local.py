@@ -229,7 +229,7 @@ class LocalSegmentStore(SegmentStore):
                 raise SegmentStoreError(f"ledger {ledger_id}: damaged header")
             if header.sealed:
                 return header.last_entry_id
-            scan = lf.scan_frames(fd, lf.HEADER_SIZE, 0, os.fstat(fd).st_size)
+            scan = lf.scan_frames(lf.file_reader(fd), lf.HEADER_SIZE, 0, os.fstat(fd).st_size)
             last = len(scan.offsets) - 1
             fenced = lf.Header(ledger_id, lf.STATE_FENCED, last, scan.end, scan.end)
             lf.seal(fd, fenced, scan.offsets, scan.end)
