@@ -1,46 +1,18 @@
-"""Configuration: Apache DistributedLog's keys, defaults and property-file format.
+"""Configuration keys: :class:`KeySpec`, the value coercers, the key table and key-name resolution.
 
-Every key is declared once, in :data:`_SPECS`, next to its DistributedLog default
-(``DistributedLogConfiguration.java``), its type, a one-line doc, its allowed range and whether
-this project implements it. Everything else (parsing, validation, the typed snake_case
-properties, the sample ``conf/distributedlog.conf``) is derived from that table.
-
-* ``Config(**overrides)``, ``Config.from_dict(d)``, ``Config.load(path)``,
-  ``Config.from_properties(text)``, ``conf.with_overrides(d)``: every entry point accepts typed
-  values or strings (parsed by the key's type), resolves DistributedLog's old key names
-  (``output-buffer-size``, ``rolling-interval``, ``ReadAheadBatchSize`` ...) to the current ones,
-  and raises :class:`~storage.errors.InvalidConfigError` naming the key for an unknown key or a
-  bad value.
-* A DistributedLog key this project does not implement (``bkcEnsembleSize``, ``numWorkerThreads``
-  ...) and BookKeeper pass-through keys (``bkc.*``) are accepted with a
-  :class:`ConfigKeyNotImplementedWarning`, stored, and returned by :meth:`Config.get`.
-* A :class:`Config` is immutable, hashable, comparable (by effective values) and picklable.
+Every key is declared once, in :data:`_SPECS`; the lookup tables (current names, old names,
+case-insensitive and snake_case spellings) are derived from it at import, with sanity checks.
 """
 
 from __future__ import annotations
 
 import difflib
-import logging
 import math
-import os
 import re
-import warnings
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar, overload
+from typing import Any, NoReturn
 
 from storage.errors import InvalidConfigError
-
-__all__ = [
-    "BKC_PASSTHROUGH_PREFIX",
-    "GROUP_TITLES",
-    "Config",
-    "ConfigKeyNotImplementedWarning",
-    "KeySpec",
-    "parse_properties",
-]
-
-_log = logging.getLogger(__name__)
 
 #: Keys with this prefix are BookKeeper client settings DistributedLog passes through verbatim.
 BKC_PASSTHROUGH_PREFIX = "bkc."
@@ -48,10 +20,6 @@ BKC_PASSTHROUGH_PREFIX = "bkc."
 _JAVA_INT_MAX = 2**31 - 1
 
 Scalar = bool | int | float | str
-
-
-class ConfigKeyNotImplementedWarning(UserWarning):
-    """A DistributedLog key this project accepts and stores but does not act on."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +47,9 @@ class KeySpec:
     fractional: bool = False
     """An ``int`` key that also takes fractions (``logSegmentRollingMinutes=0.5``): a project
     extension so time-based behaviour can be exercised quickly; integral values stay ``int``."""
+    empty_means_unset: bool = False
+    """A ``str`` key whose default is ``None``: an empty (or blank) value means unset, i.e. ``None``
+    (``radosKeyring=`` in a properties file)."""
 
     @property
     def snake_name(self) -> str:
@@ -95,6 +66,8 @@ class KeySpec:
             if self.default is None:
                 return None
             _bad(self.name, value, "a value is required", source)
+        if self.empty_means_unset and isinstance(value, str) and not value.strip():
+            return None
         if self.type is bool:
             result: Any = _to_bool(self.name, value, source)
         elif self.type is int and self.fractional:
@@ -216,6 +189,7 @@ GROUP_TITLES: dict[str, str] = {
     "reader": "Reader",
     "metadata": "Log segment metadata",
     "zookeeper": "ZooKeeper (metadata store) client",
+    "rados": "Ceph RADOS segment store (rados:// bindings)",
     "bookkeeper": "BookKeeper client",
     "namespace": "Namespace: executors, caches, allocators, federation",
     "stats": "Tracing and stats",
@@ -258,8 +232,9 @@ def _s(
     *,
     impl: bool = False,
     choices: tuple[str, ...] | None = None,
+    empty_means_unset: bool = False,
 ) -> KeySpec:
-    return KeySpec(name, str, default, doc, group, impl, (), None, None, choices)
+    return KeySpec(name, str, default, doc, group, impl, (), None, None, choices, empty_means_unset=empty_means_unset)
 
 
 # fmt: off
@@ -378,6 +353,24 @@ _SPECS: tuple[KeySpec, ...] = (
     _s("zkAclId", None, "Digest id for ZooKeeper ACLs (unset = no ACL).", "zookeeper"),
     _f("zkRequestRateLimit", 0.0, "ZooKeeper requests per second (<= 0 = unlimited).", "zookeeper"),
     _i("zkcNumRetryThreads", 1, "Threads retrying ZooKeeper requests.", "zookeeper"),
+    # --- rados --------------------------------------------------------------------------------
+    # (this project's own keys: DistributedLog has no RADOS segment store; the defaults are ours)
+    _s("radosClientId", "admin", "Cephx user the RADOS segment store connects as (client.<id>); an ?id= in the "
+        "segment store URI wins.", "rados", impl=True),
+    _s("radosKeyring", None, "Path of the cephx keyring (unset or empty = Ceph's default search, or the ceph.conf "
+        "keyring); a ?keyring= in the segment store URI wins.", "rados", impl=True, empty_means_unset=True),
+    _i("radosOpTimeoutSeconds", 30, "Bound on every OSD operation, in seconds (rados_osd_op_timeout); an append that "
+        "times out fails the ledger writer with a retriable SegmentStoreError, its outcome unknown (recovery "
+        "decides).", "rados", impl=True, min=1),
+    _i("radosConnectTimeoutSeconds", 10, "Bound on connecting to and talking to the monitors, in seconds "
+        "(client_mount_timeout, rados_mon_op_timeout).", "rados", impl=True, min=1),
+    _i("radosMaxObjectBytes", 64 * 1024 * 1024, "A ledger continues in a new RADOS object once the current one would "
+        "exceed this many bytes; keep it below the cluster's osd_max_object_size (128 MiB by default).",
+        "rados", impl=True, min=65536),
+    _i("radosMaxWriteBytes", 4 * 1024 * 1024, "Most bytes one group-commit append operation carries.",
+        "rados", impl=True, min=4096),
+    _i("radosMaxInFlightWrites", 8, "Group-commit append operations in flight per ledger writer.",
+        "rados", impl=True, min=1),
     # --- bookkeeper ---------------------------------------------------------------------------
     _i("bkcZKSessionTimeoutSeconds", 30, "BookKeeper's ZooKeeper session timeout, in seconds.", "bookkeeper"),
     _f("bkcZKRequestRateLimit", 0.0, "BookKeeper's ZooKeeper requests per second (<= 0 = unlimited).", "bookkeeper"),
@@ -481,6 +474,8 @@ for _spec in _SPECS:
         raise AssertionError(f"configuration key {_spec.name!r} has unknown group {_spec.group!r}")
     if _spec.default is not None:
         _spec.coerce(_spec.default)  # every default passes its own validator
+    if _spec.empty_means_unset and (_spec.type is not str or _spec.default is not None):
+        raise AssertionError(f"configuration key {_spec.name!r}: empty_means_unset needs a str key defaulting to None")
     _BY_NAME[_spec.name] = _spec
     for _alias in _spec.aliases:
         _ALIASES[_alias] = _spec.name
@@ -536,463 +531,3 @@ def _resolve(name: object, *, ignore_case: bool = False, source: str = "") -> tu
     if _is_passthrough(name):
         return name, None
     _unknown(name, source)
-
-
-# --------------------------------------------------------------------------------------------
-# Java properties format
-# --------------------------------------------------------------------------------------------
-
-_LINE_SPLIT = re.compile(r"\r\n|\r|\n")
-_WS = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _trailing_backslashes(text: str) -> int:
-    return len(text) - len(text.rstrip("\\"))
-
-
-def _unescape(text: str, source: str, lineno: int) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise InvalidConfigError(f"malformed \\uXXXX escape in {source}, line {lineno}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def parse_properties(text: str, *, source: str = "<string>") -> list[tuple[str, str]]:
-    """Parse Java-properties text into ``(key, value)`` pairs, in file order.
-
-    Follows ``java.util.Properties.load``: ``key=value``, ``key: value`` or ``key value``; ``#`` and
-    ``!`` comment lines; blank lines; a trailing backslash continues a line; ``\\t \\n \\r \\f \\uXXXX``
-    escapes. Unlike Java (like DistributedLog's commons-configuration reader) trailing whitespace
-    of a value is dropped unless escaped.
-    """
-    lines = _LINE_SPLIT.split(text)
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:]
-    pairs: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines):
-        lineno = i + 1
-        line = _strip_trailing(lines[i]).lstrip(_WS)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _trailing_backslashes(line) % 2 == 1:  # continuation
-            line = line[:-1]
-            if i >= len(lines):
-                break
-            line += _strip_trailing(lines[i]).lstrip(_WS)
-            i += 1
-        key, value = _split_key_value(line)
-        pairs.append((_unescape(key, source, lineno), _unescape(value, source, lineno)))
-    return pairs
-
-
-def _strip_trailing(raw: str) -> str:
-    stripped = raw.rstrip(_WS)
-    if len(stripped) < len(raw) and _trailing_backslashes(stripped) % 2 == 1:
-        return stripped + raw[len(stripped)]  # the last backslash escapes a whitespace character
-    return stripped
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    j = 0
-    while j < len(line):
-        ch = line[j]
-        if ch == "\\":
-            j += 2
-            continue
-        if ch in "=:" or ch in _WS:
-            break
-        j += 1
-    key = line[:j]
-    rest = line[j:].lstrip(_WS)
-    if rest and rest[0] in "=:" and (j >= len(line) or line[j] in _WS):
-        rest = rest[1:].lstrip(_WS)
-    elif j < len(line) and line[j] in "=:":
-        rest = line[j + 1 :].lstrip(_WS)
-    return key, rest
-
-
-def _escape(text: str, *, is_key: bool) -> str:
-    out: list[str] = []
-    last = len(text) - 1
-    for idx, ch in enumerate(text):
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == " " and (is_key or idx == 0 or idx == last or text[idx + 1 :].strip(" ") == ""):
-            out.append("\\ ")
-        elif is_key and ch in "=:#!":
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def _render_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return _escape(str(value), is_key=False)
-
-
-# --------------------------------------------------------------------------------------------
-# Typed properties
-# --------------------------------------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-class _Prop(Generic[T]):
-    """A read-only typed view of one implemented key: ``conf.writer_output_buffer_size``."""
-
-    __slots__ = ("key", "spec")
-
-    def __init__(self, key: str, tp: type[T]) -> None:
-        spec = _BY_NAME.get(key)
-        if spec is None or not spec.implemented or not (spec.type is tp or (spec.fractional and tp is float)):
-            raise AssertionError(f"typed property for {key!r} does not match the key table")
-        self.key = key
-        self.spec = spec
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        if name not in {_snake(n) for n in (self.key, *self.spec.aliases)}:
-            raise AssertionError(f"property {name!r} should be named {self.spec.snake_name!r}")
-
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> _Prop[T]: ...
-
-    @overload
-    def __get__(self, obj: Config, owner: type | None = None) -> T: ...
-
-    def __get__(self, obj: Config | None, owner: type | None = None) -> _Prop[T] | T:
-        if obj is None:
-            return self
-        result: T = obj.get(self.key)
-        return result
-
-    def __set__(self, obj: Config, value: object) -> NoReturn:
-        raise AttributeError(f"Config is immutable; use with_overrides({{{self.key!r}: ...}})")
-
-
-# --------------------------------------------------------------------------------------------
-# Config
-# --------------------------------------------------------------------------------------------
-
-
-def _restore(values: dict[str, Any]) -> Config:
-    """Unpickle: the stored values were validated when first set (no warnings on Spark workers)."""
-    conf = Config.__new__(Config)
-    object.__setattr__(conf, "_values", dict(values))
-    return conf
-
-
-class Config:
-    """An immutable DistributedLog configuration: defaults plus explicitly set keys."""
-
-    __slots__ = ("_values",)
-    _values: dict[str, Any]
-
-    def __init__(self, **overrides: object) -> None:
-        object.__setattr__(self, "_values", _merge({}, overrides, source="", stacklevel=3))
-
-    # --- construction -------------------------------------------------------------------
-    @classmethod
-    def _of(cls, values: dict[str, Any]) -> Config:
-        conf = cls.__new__(cls)
-        object.__setattr__(conf, "_values", values)
-        return conf
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, object], *, ignore_case: bool = False) -> Config:
-        """A configuration from ``d`` (typed values or strings); ``ignore_case`` matches keys case-insensitively."""
-        return cls._of(_merge({}, d, ignore_case=ignore_case, source="", stacklevel=3))
-
-    @classmethod
-    def from_properties(cls, text: str, *, source: str = "<string>") -> Config:
-        """A configuration from Java-properties text (see :func:`parse_properties`)."""
-        return cls._of(_merge({}, _ordered(parse_properties(text, source=source)), source=source, stacklevel=3))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Config:
-        """Read a DistributedLog properties file (``conf/distributedlog.conf``)."""
-        name = os.fspath(path)
-        try:
-            with open(name, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError as exc:
-            raise InvalidConfigError(f"configuration file not found: {name}") from exc
-        except OSError as exc:
-            raise InvalidConfigError(f"cannot read configuration file {name}: {exc}") from exc
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = data.decode("latin-1")  # java.util.Properties' encoding
-        pairs = parse_properties(text, source=name)
-        return cls._of(_merge({}, _ordered(pairs), source=name, stacklevel=3))
-
-    def with_overrides(self, overrides: Mapping[str, object] | None = None, /, **kw: object) -> Config:
-        """A new configuration: this one with ``overrides`` (and ``kw``) applied. ``self`` is unchanged."""
-        updates: dict[str, object] = dict(overrides or {})
-        updates.update(kw)
-        return self._of(_merge(self._values, updates, source="", stacklevel=3))
-
-    # --- key table ----------------------------------------------------------------------
-    @classmethod
-    def specs(cls, *, implemented: bool | None = None) -> tuple[KeySpec, ...]:
-        """Every known key's spec, in table order; ``implemented=True/False`` filters."""
-        return tuple(s for s in _SPECS if implemented is None or s.implemented is implemented)
-
-    @classmethod
-    def keys(cls, *, implemented: bool | None = None) -> tuple[str, ...]:
-        """Every known key's current name, in table order; ``implemented=True/False`` filters."""
-        return tuple(s.name for s in cls.specs(implemented=implemented))
-
-    @classmethod
-    def spec(cls, key: str) -> KeySpec:
-        """The spec of ``key`` (current or old name); :class:`InvalidConfigError` for an unknown key."""
-        canon, spec = _resolve(key)
-        if spec is None:
-            raise InvalidConfigError(f"{canon!r} is a BookKeeper pass-through key with no spec")
-        return spec
-
-    @classmethod
-    def canonical_key(cls, key: str, *, ignore_case: bool = False) -> str:
-        """The current name of ``key`` (resolving old names); :class:`InvalidConfigError` if unknown."""
-        return _resolve(key, ignore_case=ignore_case)[0]
-
-    # --- access -------------------------------------------------------------------------
-    def get(self, key: str) -> Any:
-        """The effective value of ``key`` (current or old name). Unset ``bkc.*`` keys are ``None``."""
-        canon, spec = _resolve(key)
-        if spec is None:
-            return self._values.get(canon)
-        return spec.effective(self._values.get(canon, spec.default))
-
-    def __getitem__(self, key: str) -> Any:
-        return self.get(key)
-
-    def __contains__(self, key: object) -> bool:
-        """Whether ``key`` is a known key (set or not)."""
-        return isinstance(key, str) and (key in _BY_NAME or key in _ALIASES or _is_passthrough(key))
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def is_set(self, key: str) -> bool:
-        """Whether ``key`` was set explicitly (even to its default)."""
-        return _resolve(key)[0] in self._values
-
-    @property
-    def overrides(self) -> dict[str, Any]:
-        """The explicitly set keys (current names) and their values."""
-        return dict(self._values)
-
-    def to_dict(self, *, implemented: bool | None = None) -> dict[str, Any]:
-        """Every key's effective value (and any ``bkc.*`` pass-through keys set)."""
-        out = {s.name: s.effective(self._values.get(s.name, s.default)) for s in self.specs(implemented=implemented)}
-        if implemented is not True:
-            out.update((k, v) for k, v in self._values.items() if k not in _BY_NAME)
-        return out
-
-    def validate(self) -> Config:
-        """DistributedLog's cross-key checks (``DistributedLogConfiguration.validate``); returns ``self``."""
-        lac = self.read_lac_long_poll_timeout
-        if int(self.get("bkcReadTimeoutSeconds")) * 1000 < lac:
-            raise InvalidConfigError(
-                f"invalid configuration: bkcReadTimeoutSeconds ({self.get('bkcReadTimeoutSeconds')}) should be "
-                f"longer than readLACLongPollTimeout ({lac} ms)"
-            )
-        warn = self.reader_idle_warn_threshold_millis
-        if warn > 0 and warn <= 2 * lac:
-            raise InvalidConfigError(
-                f"invalid configuration: readerIdleWarnThresholdMillis ({warn}) should be more than twice "
-                f"readLACLongPollTimeout ({lac})"
-            )
-        return self
-
-    def to_properties(self, *, implemented_only: bool = True, header: str = "") -> str:
-        """Render as a commented properties file, grouped by section.
-
-        Every implemented key is written as ``key=value`` (its effective value); with
-        ``implemented_only=False`` the known-but-not-implemented keys follow, commented out
-        unless set, and any ``bkc.*`` keys set.
-        """
-        out: list[str] = [f"# {line}".rstrip() for line in header.splitlines()]
-        for group, title in GROUP_TITLES.items():
-            specs = [s for s in _SPECS if s.group == group and (s.implemented or not implemented_only)]
-            if not specs:
-                continue
-            out += ["", "#" * 60, f"# {title}", "#" * 60]
-            for s in specs:
-                suffix = "" if s.implemented else " (not implemented: accepted with a warning)"
-                out += ["", f"# {s.doc}{suffix}"]
-                value = self.get(s.name)
-                line = f"{_escape(s.name, is_key=True)}={'' if value is None else _render_value(value)}"
-                out.append(line if s.implemented or s.name in self._values else "#" + line)
-        extra = [k for k in self._values if k not in _BY_NAME]
-        if extra and not implemented_only:
-            out += ["", "# BookKeeper client pass-through settings"]
-            out += [f"{_escape(k, is_key=True)}={_render_value(self._values[k])}" for k in extra]
-        return "\n".join(out).lstrip("\n") + "\n"
-
-    # --- dunder -------------------------------------------------------------------------
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Config):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self.to_dict().items()))
-
-    def __repr__(self) -> str:
-        order = {name: i for i, name in enumerate(_BY_NAME)}
-        known = sorted((k for k in self._values if k in _BY_NAME), key=order.__getitem__)
-        parts = [f"{k}={self._values[k]!r}" for k in known]
-        extra = {k: v for k, v in self._values.items() if k not in _BY_NAME}
-        if extra:
-            parts.append(f"**{extra!r}")
-        return f"Config({', '.join(parts)})"
-
-    def __setattr__(self, name: str, value: object) -> NoReturn:
-        raise AttributeError("Config is immutable; use with_overrides()")
-
-    def __delattr__(self, name: str) -> NoReturn:
-        raise AttributeError("Config is immutable")
-
-    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
-        return (_restore, (dict(self._values),))
-
-    def __copy__(self) -> Config:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Config:
-        return self
-
-    # --- typed properties of the implemented keys (names checked against the table) -------
-    # writer
-    create_stream_if_not_exists = _Prop("createStreamIfNotExists", bool)
-    compression_type = _Prop("compressionType", str)
-    fail_fast_on_stream_not_ready = _Prop("failFastOnStreamNotReady", bool)
-    disable_rolling_on_log_segment_error = _Prop("disableRollingOnLogSegmentError", bool)
-    is_durable_write_enabled = _Prop("isDurableWriteEnabled", bool)
-    writer_output_buffer_size = _Prop("writerOutputBufferSize", int)
-    periodic_flush_frequency_milli_seconds = _Prop("periodicFlushFrequencyMilliSeconds", int)
-    enable_immediate_flush = _Prop("enableImmediateFlush", bool)
-    minimum_delay_between_immediate_flush_milli_seconds = _Prop("minimumDelayBetweenImmediateFlushMilliSeconds", int)
-    periodic_keep_alive_milli_seconds = _Prop("periodicKeepAliveMilliSeconds", int)
-    per_writer_outstanding_write_limit = _Prop("perWriterOutstandingWriteLimit", int)
-    global_outstanding_write_limit = _Prop("globalOutstandingWriteLimit", int)
-    outstanding_write_limit_darkmode = _Prop("outstandingWriteLimitDarkmode", bool)
-    # segments / retention
-    log_segment_rolling_minutes = _Prop("logSegmentRollingMinutes", float)  # int unless set to a fraction
-    max_log_segment_bytes = _Prop("maxLogSegmentBytes", int)
-    log_segment_retention_hours = _Prop("logSegmentRetentionHours", float)  # int unless set to a fraction
-    explicit_truncation_by_app = _Prop("explicitTruncationByApp", bool)
-    # locking
-    write_lock_enabled = _Prop("writeLockEnabled", bool)
-    lock_timeout_seconds = _Prop("lockTimeoutSeconds", float)  # int unless set to a fraction
-    # reader
-    read_ahead_batch_size = _Prop("readAheadBatchSize", int)
-    read_ahead_max_records = _Prop("readAheadMaxRecords", int)
-    read_ahead_wait_time = _Prop("readAheadWaitTime", int)
-    read_lac_long_poll_timeout = _Prop("readLACLongPollTimeout", int)
-    deserialize_record_set_on_reads = _Prop("deserializeRecordSetOnReads", bool)
-    reader_idle_warn_threshold_millis = _Prop("readerIdleWarnThresholdMillis", int)
-    reader_idle_error_threshold_millis = _Prop("readerIdleErrorThresholdMillis", int)
-    ignore_truncation_status = _Prop("ignoreTruncationStatus", bool)
-    alert_position_on_truncated = _Prop("alertPositionOnTruncated", bool)
-    position_gap_detection_enabled = _Prop("positionGapDetectionEnabled", bool)
-    read_ahead_skip_broken_entries = _Prop("readAheadSkipBrokenEntries", bool)
-    first_num_entries_each_per_last_record_scan = _Prop("firstNumEntriesEachPerLastRecordScan", int)
-    first_num_entries_per_read_last_record_scan = _Prop("firstNumEntriesEachPerLastRecordScan", int)
-    max_num_entries_per_read_last_record_scan = _Prop("maxNumEntriesPerReadLastRecordScan", int)
-    # metadata
-    ledger_metadata_layout_version = _Prop("ledgerMetadataLayoutVersion", int)
-    ledger_metadata_skip_min_version_check = _Prop("ledgerMetadataSkipMinVersionCheck", bool)
-    first_logsegment_sequence_number = _Prop("firstLogsegmentSequenceNumber", int)
-    log_segment_sequence_number_validation_enabled = _Prop("logSegmentSequenceNumberValidationEnabled", bool)
-    enable_record_counts = _Prop("enableRecordCounts", bool)
-    encode_region_id_in_version = _Prop("encodeRegionIDInVersion", bool)
-    # zookeeper
-    zk_session_timeout_seconds = _Prop("zkSessionTimeoutSeconds", int)
-    zk_num_retries = _Prop("zkNumRetries", int)
-    zk_retry_start_backoff_millis = _Prop("zkRetryStartBackoffMillis", int)
-    zk_retry_max_backoff_millis = _Prop("zkRetryMaxBackoffMillis", int)
-
-
-def _ordered(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    """Last occurrence of a key wins (keys compared exactly, as in a properties file)."""
-    out: dict[str, str] = {}
-    for key, value in pairs:
-        out.pop(key, None)
-        out[key] = value
-    return out
-
-
-def _merge(
-    base: Mapping[str, Any],
-    updates: Mapping[str, object],
-    *,
-    ignore_case: bool = False,
-    source: str,
-    stacklevel: int,
-) -> dict[str, Any]:
-    """Validate ``updates`` and apply them over ``base``; return the new stored values.
-
-    Within one batch a key's current name wins over its old names (as DistributedLog's getters
-    read the current name first); otherwise the later entry wins.
-    """
-    resolved: list[tuple[int, str, KeySpec | None, object, str]] = []
-    for key, value in updates.items():
-        canon, spec = _resolve(key, ignore_case=ignore_case, source=source)
-        rank = 1 if spec is not None and key == spec.name else 0
-        resolved.append((rank, canon, spec, value, key))
-    resolved.sort(key=lambda r: r[0])  # stable: old names first, then current names
-    new: dict[str, Any] = {}
-    for _rank, canon, spec, value, key in resolved:
-        if spec is None:
-            new[canon] = _passthrough_value(canon, value, source)
-        else:
-            new[canon] = spec.coerce(value, source=source)
-        if key != canon:
-            _log.debug("configuration key %r is an old name of %r", key, canon)
-    for canon in new:
-        spec = _BY_NAME.get(canon)
-        if spec is None or not spec.implemented:
-            where = f" (in {source})" if source else ""
-            kind = "BookKeeper pass-through key" if spec is None else "DistributedLog configuration key"
-            warnings.warn(
-                f"{kind} {canon!r}{where} is not implemented by this project: stored, but has no effect",
-                ConfigKeyNotImplementedWarning,
-                stacklevel=stacklevel,
-            )
-    merged = dict(base)
-    merged.update(new)
-    return merged
