@@ -267,7 +267,8 @@ def _setup_logging(verbose: int) -> None:
     "-s",
     required=True,
     metavar="SEGMENT_URI",
-    help="Where segment data lives: file:///abs/path on a filesystem every reader and writer sees.",
+    help="Where segment data lives: file:///abs/path on a filesystem every reader and writer sees, or "
+    "rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH] (Ceph RADOS, replicated).",
 )
 @pass_state
 def bind(state: State, segments: str) -> None:

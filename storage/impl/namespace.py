@@ -7,13 +7,12 @@ URIs (CONTRACT §2):
   ``<path>/segments/``. Created on first use; safe for many processes on one machine.
 * ``distributedlog://host:port[,host:port]/path`` (alias ``distributedlog-zk://``): metadata in
   ZooKeeper under ``/path`` (DistributedLog's layout, ``storage.impl.layout``). Such a namespace
-  is *bound* once to where its segment data lives (``bind_namespace``, as ``dlog admin bind``
-  does); the binding is stored as JSON in the namespace's root znode.
+  is *bound* once to where its segment data lives, local files or Ceph RADOS
+  (``bind_namespace``, as ``dlog admin bind`` does; :mod:`storage.impl.binding`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -23,6 +22,7 @@ from urllib.parse import unquote, urlparse
 
 from storage.config import Config
 from storage.errors import AlreadyClosedError, InvalidArgumentError, LogExistsError, MetadataError, NoNodeError
+from storage.impl import binding
 from storage.impl.layout import LOG_ROOT, LogMetadata, LogPaths, join
 from storage.impl.log_manager import LogManager
 from storage.impl.names import is_reserved, validate_log_name
@@ -33,9 +33,6 @@ from storage.segstore.local import LocalSegmentStore
 
 LOCAL_SCHEME = "distributedlog-local"
 ZK_SCHEMES = ("distributedlog", "distributedlog-zk")
-
-
-BINDING_VERSION = 1
 
 
 def zk_location_of(uri: str) -> tuple[str, str]:
@@ -56,15 +53,6 @@ def zk_location_of(uri: str) -> tuple[str, str]:
     return hosts, path
 
 
-def _segments_dir(segments: str) -> Path:
-    parsed = urlparse(segments)
-    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
-        raise InvalidArgumentError(
-            f"segment store URI must be file:///abs/path (a path every process sees), got {segments!r}"
-        )
-    return Path(unquote(parsed.path))
-
-
 def _open_zk_store(uri: str, conf: Config) -> MetadataStore:
     from storage.metastore.zookeeper import ZooKeeperMetadataStore  # the only module that imports kazoo
 
@@ -82,37 +70,31 @@ def _open_zk_store(uri: str, conf: Config) -> MetadataStore:
 def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | None = None) -> None:
     """Bind a ZooKeeper namespace to its segment store (creating the namespace path).
 
-    ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see.
+    ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see, or
+    ``rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH][&namespace=NS]`` (see
+    :mod:`storage.impl.binding`). The store is opened first, so a bad location binds nothing.
     Rebinding to the same location is a no-op; to another location it is refused.
 
     Raises:
         InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails.
+        SegmentStoreError: the segment store cannot be opened (unreachable cluster, bad
+            credentials, missing pool, ...).
     """
     cfg = _config(conf)
-    seg_dir = _segments_dir(segments)
+    _hosts, zk_path = zk_location_of(uri)
+    wanted = binding.canonical_segments_uri(segments, zk_path)
     store = _open_zk_store(uri, cfg)
     try:
         current = store.get("/")
-        binding = _parse_binding(uri, current.value) if current.value else None
-        if binding is not None:
-            if binding != str(seg_dir):
-                raise MetadataError(f"namespace {uri} is already bound to file://{binding}")
+        if current.value:
+            bound = binding.decode(uri, current.value)
+            if not binding.same_location(bound, segments):
+                raise MetadataError(f"namespace {uri} is already bound to {bound}")
             return
-        seg_dir.mkdir(parents=True, exist_ok=True)
-        data = json.dumps({"version": BINDING_VERSION, "segments": f"file://{seg_dir}"}).encode()
-        store.set("/", data, current.version)
-    except OSError as e:
-        raise MetadataError(f"cannot create segment directory {seg_dir}: {e}") from e
+        binding.open_segment_store(wanted, cfg, create=True).close()
+        store.set("/", binding.encode(wanted), current.version)
     finally:
         store.close()
-
-
-def _parse_binding(uri: str, data: bytes) -> str:
-    try:
-        doc = json.loads(data.decode())
-        return str(_segments_dir(str(doc["segments"])))
-    except (ValueError, KeyError, TypeError, InvalidArgumentError):
-        raise MetadataError(f"namespace {uri} has unreadable binding data {data[:80]!r}") from None
 
 
 def _config(conf: Config | dict[str, object] | None) -> Config:
@@ -320,9 +302,10 @@ def _open_zk_namespace(uri: str, cfg: Config) -> Namespace:
             raise MetadataError(
                 f"namespace {uri} is not bound to a segment store: run "
                 f"`dlog --uri {uri} bind --segments file:///shared/abs/path` "
+                "(or rados://POOL?conf=/etc/ceph/ceph.conf) "
                 f"or storage.bind_namespace({uri!r}, segments='file:///shared/abs/path')"
             )
-        segstore = LocalSegmentStore(_parse_binding(uri, data))
+        segstore = binding.open_segment_store(binding.decode(uri, data), cfg)
     except BaseException:
         store.close()
         raise

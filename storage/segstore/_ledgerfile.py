@@ -261,9 +261,14 @@ def encode_index(offsets: array[int]) -> bytes:
 
 
 def read_index(fd: int, offset: int, count: int) -> array[int] | None:
+    """Read the index block at ``offset`` of a file holding ``count`` entries; ``None`` if damaged."""
+    return read_index_from(file_reader(fd), offset, count)
+
+
+def read_index_from(read: ReadAt, offset: int, count: int) -> array[int] | None:
     """Read the index block at ``offset`` holding ``count`` entries; ``None`` if it is damaged."""
     size = _INDEX_HEAD.size + 8 * count + 4
-    raw = os.pread(fd, size, offset)
+    raw = read(size, offset)
     if len(raw) != size:
         return None
     magic, n = _INDEX_HEAD.unpack_from(raw, 0)

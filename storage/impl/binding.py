@@ -1,0 +1,125 @@
+"""Segment store bindings of ZooKeeper namespaces (as DistributedLog's ``dlog admin bind``).
+
+A ZooKeeper namespace is bound once to where its segment data lives; the binding is stored as
+JSON ``{"version": 1, "segments": URI}`` in the namespace's root znode. Segment store URIs:
+
+* ``file:///abs/path``: the local-files store in a directory every reader and writer sees (one
+  copy, no replication);
+* ``rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH][&namespace=NS]``: Ceph RADOS
+  (:mod:`storage.segstore.rados`), replicated by the pool. Binding fills in ``namespace`` (the
+  RADOS namespace of this DistributedLog namespace's objects) when it is not given, and connects
+  first: an unreachable cluster, bad credentials or a missing pool fail the bind and nothing is
+  written.
+
+Credentials not in the URI come from the configuration (``radosClientId``, ``radosKeyring``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from storage.config import Config
+from storage.errors import InvalidArgumentError, MetadataError
+from storage.segstore.base import SegmentStore
+from storage.segstore.local import LocalSegmentStore
+
+BINDING_VERSION = 1
+_FORMS = "file:///abs/path or rados://POOL?conf=/path/ceph.conf"
+
+
+def _file_dir(segments: str) -> Path:
+    parsed = urlparse(segments)
+    if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+        raise InvalidArgumentError(
+            f"segment store URI must be file:///abs/path (a path every process sees), got {segments!r}"
+        )
+    return Path(unquote(parsed.path))
+
+
+def canonical_segments_uri(segments: str, zk_path: str) -> str:
+    """The URI to store for ``segments``: a file store's absolute path, or a RADOS location with
+    its RADOS namespace filled in (derived from the ZooKeeper path plus a random suffix, so two
+    namespaces of the same path on different ZooKeeper ensembles sharing a pool stay apart).
+
+    Raises:
+        InvalidArgumentError: a malformed or unsupported URI, naming what is wrong.
+    """
+    if not isinstance(segments, str) or not segments:
+        raise InvalidArgumentError(f"segment store URI must be {_FORMS}, got {segments!r}")
+    scheme = urlparse(segments).scheme
+    if scheme == "file":
+        return f"file://{_file_dir(segments)}"
+    if scheme == "rados":
+        from storage.segstore.rados import RadosLocation
+
+        loc = RadosLocation.parse(segments)
+        if not loc.namespace:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", ".", zk_path.strip("/")) or "root"
+            loc = RadosLocation(loc.pool, loc.conf, loc.client_id, loc.keyring, f"dl.{stem}.{uuid.uuid4().hex[:8]}")
+        return loc.uri()
+    raise InvalidArgumentError(f"segment store URI must be {_FORMS}, got {segments!r}")
+
+
+def same_location(bound: str, requested: str) -> bool:
+    """Whether binding ``requested`` again onto a namespace bound to ``bound`` is a no-op."""
+    if urlparse(bound).scheme == "rados" and urlparse(requested).scheme == "rados":
+        from storage.segstore.rados import RadosLocation
+
+        a, b = RadosLocation.parse(bound), RadosLocation.parse(requested)
+        return (a.pool, a.conf) == (b.pool, b.conf) and (not b.namespace or a.namespace == b.namespace)
+    return bound == requested
+
+
+def encode(segments: str) -> bytes:
+    """The root znode's data for a binding to the canonical URI ``segments``."""
+    return json.dumps({"version": BINDING_VERSION, "segments": segments}).encode()
+
+
+def decode(ns_uri: str, data: bytes) -> str:
+    """The segment store URI of a stored binding.
+
+    Raises:
+        MetadataError: unreadable binding data.
+    """
+    try:
+        doc = json.loads(data.decode())
+        segments = str(doc["segments"])
+        canonical_segments_uri(segments, "x")  # validates the form
+        return segments
+    except (ValueError, KeyError, TypeError, InvalidArgumentError):
+        raise MetadataError(f"namespace {ns_uri} has unreadable binding data {data[:80]!r}") from None
+
+
+def open_segment_store(segments: str, conf: Config, *, create: bool = False) -> SegmentStore:
+    """Open the segment store at the canonical URI ``segments`` (``create``: make a file store's
+    directory).
+
+    Raises:
+        InvalidArgumentError: a bad URI. SegmentStoreError: the store cannot be opened (for RADOS:
+            unreadable conf or keyring, bad credentials, unreachable cluster, missing pool).
+        MetadataError: a file store's directory cannot be created.
+    """
+    if urlparse(segments).scheme == "rados":
+        from storage.segstore.rados import RadosLocation, RadosSegmentStore
+
+        return RadosSegmentStore(
+            RadosLocation.parse(segments),
+            client_id=str(conf.get("radosClientId")),
+            keyring=conf.get("radosKeyring"),
+            op_timeout_s=int(conf.get("radosOpTimeoutSeconds")),
+            connect_timeout_s=int(conf.get("radosConnectTimeoutSeconds")),
+            max_object_bytes=int(conf.get("radosMaxObjectBytes")),
+            max_write_bytes=int(conf.get("radosMaxWriteBytes")),
+            max_in_flight=int(conf.get("radosMaxInFlightWrites")),
+        )
+    seg_dir = _file_dir(segments)
+    if create:
+        try:
+            seg_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise MetadataError(f"cannot create segment directory {seg_dir}: {e}") from e
+    return LocalSegmentStore(seg_dir)

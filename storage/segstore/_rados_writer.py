@@ -1,0 +1,369 @@
+"""The writer of one RADOS ledger: guarded, pipelined, group-committed appends
+(see :mod:`storage.segstore.rados` for the layout and the fencing protocol)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from array import array
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from storage._futures import FutureGroup
+from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, WriteCancelledError
+from storage.segstore import _ledgerfile as lf
+from storage.segstore._acks import MAX_ENTRY_SIZE, copy_error, entry_bytes, report_batch
+from storage.segstore._rados_io import CLOSED, OPEN, Head, append_error, errno_of, head_oid, part_oid
+from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
+
+_OPEN, _CLOSING, _CLOSED, _ABORTED = "open", "closing", "closed", "aborted"
+#: Largest offset index kept in a closed ledger's head (8 bytes an entry); beyond it readers scan.
+MAX_INDEX_BYTES = 16 << 20
+
+
+class _Op:
+    """One append operation in flight: its entries, their futures, and (once done) its result."""
+
+    __slots__ = ("completion", "entries", "futs", "part", "rc")
+
+    def __init__(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], part: int) -> None:
+        self.entries = entries
+        self.futs = futs
+        self.part = part
+        self.rc: int | None = None
+        self.completion: Any = None
+
+
+class RadosLedgerWriter(LedgerWriter):
+    """Appends to one ledger's RADOS objects from a background thread.
+
+    The thread takes what is queued (up to ``max_write_bytes``), encodes it as frames carrying
+    the current LAC, and sends it as ONE write operation on the ledger's current data object:
+    ``omap_cmp(state == "open") + append(frames)`` (the first operation on a new object is
+    ``create(exclusive) + set state=open + append`` instead). Up to ``max_in_flight`` operations
+    are outstanding; RADOS applies one client's operations on one object in the order sent, and
+    completes an operation only once every replica of the acting set has it. Completions are
+    reported strictly in entry order: futures resolve (or the ack listener is told once per run)
+    only when the operation and every earlier one succeeded.
+
+    After any failure (fenced -> ``WriterFencedError``; a timeout -> retriable
+    ``SegmentStoreError`` whose outcome is unknown) the writer stops: every later entry fails,
+    operations already in flight are reported failed whatever they return, and nothing is retried
+    -- recovery (``fence``) decides where the ledger ends.
+
+    Before an object would exceed ``max_object_bytes`` the writer drains its pipeline, registers
+    the next part in the head (``omap_cmp(state == "open")`` again) and goes on in a new object.
+    """
+
+    def __init__(
+        self,
+        ioctx: Any,
+        rados_mod: Any,
+        ledger_id: int,
+        *,
+        max_object_bytes: int,
+        max_write_bytes: int,
+        max_in_flight: int,
+        on_change: Callable[[int], None],
+    ) -> None:
+        self._ioctx = ioctx
+        self._rados = rados_mod
+        self._ledger_id = ledger_id
+        self._max_object = max_object_bytes
+        self._max_write = max_write_bytes
+        self._max_in_flight = max_in_flight
+        self._on_change = on_change
+        self._futures = FutureGroup()
+        self._cond = threading.Condition(threading.Lock())
+        self._report_lock = threading.RLock()
+        self._queue: list[tuple[int, bytes]] = []
+        self._queue_futs: list[Future[int] | None] = []
+        self._in_flight: deque[_Op] = deque()
+        self._listener: AckListener | None = None
+        self._state = _OPEN
+        self._error: DLError | None = None
+        self._next_id = 0
+        self._lac = NO_ENTRY
+        self._bytes = 0
+        # the object being appended to (only the thread changes these)
+        self._parts: list[int] = [0]
+        self._ends: list[int] = []  # data end of each finished part
+        self._part_bytes = 0
+        self._part_created = False
+        self._offsets = array("q")  # offset of each entry inside its part, for the closed index
+        self._close_result: int | DLError | None = None
+        self._thread: threading.Thread | None = None
+        #: Append operations sent so far.
+        self.op_count = 0
+
+    # --- LedgerWriter ---------------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> int:
+        return self._ledger_id
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._lac
+
+    @property
+    def bytes_written(self) -> int:
+        return self._bytes
+
+    def append_async(self, data: bytes) -> Future[int]:
+        """Queue ``data`` as the next entry (see :meth:`LedgerWriter.append_async`).
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
+        """
+        payload = entry_bytes(data)
+        fut: Future[int] = self._futures.new()
+        with self._cond:
+            self._check_state()
+            if self._error is not None:
+                fut.set_exception(copy_error(self._error))
+                return fut
+            self._enqueue(payload, fut)
+        return fut
+
+    def set_ack_listener(self, listener: AckListener) -> None:
+        """See :meth:`LedgerWriter.set_ack_listener`: called once per run of
+        :meth:`append_nowait` entries in each completed operation."""
+        self._listener = listener
+
+    def append_nowait(self, data: bytes) -> None:
+        """Queue ``data``; the ack listener learns its outcome (see :meth:`LedgerWriter.append_nowait`).
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: no listener was set, or bad ``data``.
+        """
+        payload = data if type(data) is bytes and len(data) <= MAX_ENTRY_SIZE else entry_bytes(data)
+        if self._listener is None:
+            raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
+        with self._cond:
+            self._check_state()
+            self._enqueue(payload, None)
+
+    def _check_state(self) -> None:
+        if self._state != _OPEN:
+            raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+
+    def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
+        """Queue one entry (``_cond`` held, state open) and wake the thread."""
+        self._queue.append((self._next_id, payload))
+        self._queue_futs.append(fut)
+        self._next_id += 1
+        if self._error is None:
+            self._bytes += len(payload)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"rados-ledger-{self._ledger_id}", daemon=True)
+            self._thread.start()
+        self._cond.notify_all()
+
+    def close(self) -> int:
+        """Wait for outstanding appends, seal the ledger as closed (with its offset index), and
+        return its last entry id. A second call returns the same result.
+
+        Raises:
+            WriterFencedError: the ledger was fenced before it could be sealed.
+            SegmentStoreError: an append or the sealing failed (retriable for a timeout).
+            AlreadyClosedError: the writer was aborted.
+        """
+        with self._cond:
+            if self._state == _ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._state == _OPEN:
+                self._state = _CLOSING
+                self._cond.notify_all()
+            while self._close_result is None and (self._queue or self._in_flight):
+                self._cond.wait()
+            if self._state == _ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._close_result is None:
+                self._close_result = self._seal()
+                self._state = _CLOSED
+            result = self._close_result
+        self._join()
+        if isinstance(result, DLError):
+            raise copy_error(result)
+        return result
+
+    def abort(self) -> None:
+        """Stop without sealing: every pending append fails with ``WriteCancelledError`` at once
+        (an operation already sent may still be applied; recovery decides). Idempotent."""
+        with self._report_lock:
+            with self._cond:
+                if self._state in (_CLOSED, _ABORTED):
+                    return
+                self._state = _ABORTED
+                batches = [(op.entries, op.futs) for op in self._in_flight]
+                if self._queue:
+                    batches.append((self._queue, self._queue_futs))
+                self._in_flight.clear()
+                self._queue, self._queue_futs = [], []
+                self._cond.notify_all()
+            err = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
+            for entries, futs in batches:
+                self._report(entries, futs, err)
+        self._join()
+
+    # --- the thread -----------------------------------------------------------------------------
+    def _join(self) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:
+        report_batch(self._ledger_id, entries, futs, exc, self._listener, self._futures)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._state == _ABORTED:
+                        return
+                    if self._in_flight and self._in_flight[0].rc is not None:
+                        break
+                    if self._queue and len(self._in_flight) < self._max_in_flight:
+                        break
+                    if not self._queue and not self._in_flight and self._state != _OPEN:
+                        self._cond.notify_all()
+                        return
+                    self._cond.wait()
+                done: list[_Op] = []
+                while self._in_flight and self._in_flight[0].rc is not None:
+                    done.append(self._in_flight.popleft())
+            if done:
+                self._settle(done)
+                continue
+            self._send_next()
+
+    def _settle(self, done: list[_Op]) -> None:
+        """Report finished operations in order; the first failure becomes sticky."""
+        with self._report_lock:
+            for op in done:
+                with self._cond:
+                    if self._state == _ABORTED:  # abort() reported everything
+                        return
+                    if self._error is None and op.rc != 0:
+                        self._error = append_error(op.rc or 0, self._ledger_id, op.part)
+                    error = self._error
+                    if error is None:
+                        self._lac = op.entries[-1][0]
+                    self._cond.notify_all()
+                self._report(op.entries, op.futs, None if error is None else copy_error(error))
+            if self._error is None:
+                self._on_change(self._ledger_id)
+
+    def _send_next(self) -> None:
+        """Take a batch off the queue and send it (or fail it at once after an error)."""
+        with self._cond:
+            if not self._queue:
+                return
+            size = 0
+            n = 0
+            for _, payload in self._queue:
+                if n and size + len(payload) + lf.FRAME_HEADER_SIZE > self._max_write:
+                    break
+                size += len(payload) + lf.FRAME_HEADER_SIZE
+                n += 1
+            if self._error is None and self._part_bytes and self._part_bytes + size > self._max_object:
+                if self._in_flight:  # roll only with an empty pipeline: no entry may follow a hole
+                    return
+                roll = True
+            else:
+                roll = False
+            entries, self._queue = self._queue[:n], self._queue[n:]
+            futs, self._queue_futs = self._queue_futs[:n], self._queue_futs[n:]
+            error = self._error
+            lac = self._lac
+        if error is None and roll:
+            error = self._roll(entries[0][0])
+        if error is not None:
+            with self._report_lock:
+                self._report(entries, futs, copy_error(error))
+            return
+        op = _Op(entries, futs, len(self._parts) - 1)
+        buf, rel = lf.encode_frames(entries, lac)
+        base = self._part_bytes
+        self._offsets.extend(base + r for r in rel)
+        self._part_bytes += len(buf)
+        with self._cond:
+            self._in_flight.append(op)
+        try:
+            self._submit(op, buf)
+        except Exception as exc:  # the binding refused to send: the op failed, nothing applied
+            op.rc = -(errno_of(exc) or errno.EIO)
+            with self._cond:
+                self._cond.notify_all()
+
+    def _submit(self, op: _Op, buf: bytes) -> None:
+        rados = self._rados
+        ioctx = self._ioctx
+        write_op = ioctx.create_write_op()
+        if not self._part_created:
+            write_op.new(rados.LIBRADOS_CREATE_EXCLUSIVE)
+            ioctx.set_omap(write_op, ("state",), (OPEN.encode(),))
+            self._part_created = True
+        else:
+            write_op.omap_cmp("state", OPEN, rados.LIBRADOS_CMPXATTR_OP_EQ)
+        write_op.append(buf)
+
+        def done(completion: Any) -> None:
+            rc = completion.get_return_value()
+            ioctx.release_write_op(write_op)
+            with self._cond:
+                op.rc = rc
+                self._cond.notify_all()
+
+        self.op_count += 1
+        op.completion = ioctx.operate_aio_write_op(write_op, part_oid(self._ledger_id, op.part), oncomplete=done)
+
+    def _roll(self, first_entry: int) -> DLError | None:
+        """Register part ``len(parts)`` starting at ``first_entry`` in the head (guarded by the
+        head being open); the next operation creates its object."""
+        parts = [*self._parts, first_entry]
+        head = Head(OPEN, tuple(parts))
+        try:
+            with self._rados.WriteOpCtx() as op:
+                op.omap_cmp("state", OPEN, self._rados.LIBRADOS_CMPXATTR_OP_EQ)
+                omap = head.omap()
+                self._ioctx.set_omap(op, tuple(omap), tuple(omap.values()))
+                self._ioctx.operate_write_op(op, head_oid(self._ledger_id))
+        except Exception as exc:
+            err = append_error(-(errno_of(exc) or errno.EIO), self._ledger_id, len(self._parts))
+            with self._cond:
+                if self._error is None:
+                    self._error = err
+            return err
+        self._ends.append(self._part_bytes)
+        self._parts = parts
+        self._part_bytes = 0
+        self._part_created = False
+        return None
+
+    def _seal(self) -> int | DLError:
+        """Seal as closed (``_cond`` held, nothing queued or in flight)."""
+        if self._error is not None:
+            return self._error
+        last = self._next_id - 1
+        ends = (*self._ends, self._part_bytes)
+        indexed = 8 * len(self._offsets) <= MAX_INDEX_BYTES and last >= 0
+        head = Head(CLOSED, tuple(self._parts), last, ends, indexed)
+        rados = self._rados
+        try:
+            with rados.WriteOpCtx() as op:
+                op.omap_cmp("state", OPEN, rados.LIBRADOS_CMPXATTR_OP_EQ)
+                omap = head.omap()
+                self._ioctx.set_omap(op, tuple(omap), tuple(omap.values()))
+                if indexed:
+                    op.write_full(lf.encode_index(self._offsets))
+                self._ioctx.operate_write_op(op, head_oid(self._ledger_id))
+        except Exception as exc:  # ECANCELED: fenced first; ETIMEDOUT: unknown, recovery decides
+            return append_error(-(errno_of(exc) or errno.EIO), self._ledger_id, len(self._parts) - 1)
+        self._lac = last
+        self._on_change(self._ledger_id)
+        return last
