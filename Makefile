@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo tour test lint bench clean venv zookeeper
+.PHONY: demo tour test lint bench clean venv zookeeper ceph
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,14 +31,36 @@ tour: venv
 zookeeper:
 	@dpkg -s zookeeper >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper)
 
+## Ceph for the RADOS segment-store tests (Debian's Pacific packages; the tests start a private cluster on
+## loopback with tools/ceph_cluster.py, no systemd, no mgr).
+## Debian's Python binding of librados is one C extension, /usr/lib/python3/dist-packages/rados.cpython-311-*.so,
+## which only Debian's /usr/bin/python3 sees (there is no PyPI package). The venv's interpreter has the same ABI,
+## so it can load the file; it only has to find it. Adding all of dist-packages to the venv's sys.path would
+## shadow the venv's own packages with Debian's, so only that .so is exposed: a symlink to it in
+## $(VENV)/debian-rados/, and a debian_rados.pth file in the venv's site-packages naming that directory
+## (site.py appends each directory named in a .pth file to sys.path at startup).
+CEPH_PACKAGES := ceph-mon ceph-osd python3-rados uuid-runtime
+ceph: $(BIN)/python
+	@missing=; for p in $(CEPH_PACKAGES); do \
+	  dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
+	test -z "$$missing" || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing)
+	@so=$$(dpkg -L python3-rados | grep 'rados.*\.so$$' | head -n 1); \
+	test -n "$$so" || { echo "python3-rados holds no rados*.so" >&2; exit 1; }; \
+	mkdir -p $(VENV)/debian-rados && rm -f $(VENV)/debian-rados/*.so && ln -s "$$so" $(VENV)/debian-rados/ && \
+	site=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") && \
+	echo "$(abspath $(VENV))/debian-rados" > "$$site/debian_rados.pth"
+	@$(BIN)/python -c "import rados" || { echo "the venv cannot import Debian's rados module (another Python ABI?)" >&2; exit 1; }
+
 ## Lint, type-check, then the whole test suite.
-test: venv lint zookeeper
+test: venv lint zookeeper ceph
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench
-	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench
+	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/mypy
+	$(BIN)/mypy --strict tools/ceph_cluster.py
 
 bench: venv zookeeper
 	$(BIN)/python bench/bench_storage.py

@@ -14,10 +14,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import storage  # noqa: E402
+from storage.segstore.rados import RadosLocation  # noqa: E402
+from tests.ceph import CephCluster, ceph_cluster, rados_namespace  # noqa: E402, F401
 from tests.zk import ZooKeeperServer, pytest_runtest_makereport, zk_chroot, zk_server  # noqa: E402, F401
 
-#: Every test that takes a namespace runs on both metadata backends.
-BACKENDS = ["embedded", "zookeeper"]
+#: Every test that takes a namespace runs on every backend: embedded (SQLite + local files),
+#: ZooKeeper with local files, and ZooKeeper with Ceph RADOS (the several-machines setup).
+BACKENDS = ["embedded", "zookeeper", "zookeeper-rados"]
 
 # DistributedLog's test base config (TestDistributedLogBase): small buffers, short lock timeout.
 BASE_CONF = {
@@ -39,14 +42,28 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def ns_uri(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """URI of a fresh namespace: embedded, or a ZooKeeper chroot of its own bound to a
-    segment directory of its own."""
+    segment directory of its own or to a RADOS namespace of its own."""
     if backend == "embedded":
         return f"distributedlog-local://{tmp_path / 'ns'}"
     server: ZooKeeperServer = request.getfixturevalue("zk_server")
     chroot: str = request.getfixturevalue("zk_chroot")
     uri = f"distributedlog://{server.hosts}{chroot}"
-    storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}")
+    if backend == "zookeeper-rados":
+        location: RadosLocation = request.getfixturevalue("rados_location")
+        storage.bind_namespace(uri, segments=location.uri())
+    else:
+        storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}")
     return uri
+
+
+@pytest.fixture
+def rados_location(request: pytest.FixtureRequest) -> RadosLocation:
+    """A RADOS namespace of its own on the session's cluster, as the restricted cephx user."""
+    cluster: CephCluster = request.getfixturevalue("ceph_cluster")
+    namespace: str = request.getfixturevalue("rados_namespace")
+    return RadosLocation(
+        cluster.pool, str(cluster.conf_path), cluster.client_id, str(cluster.client_keyring), namespace
+    )
 
 
 @pytest.fixture

@@ -285,16 +285,20 @@ class Notifier:
                 ledger_id = self._pending.pop()
             else:
                 self._in_flight -= 1
+                self._cond.notify_all()
                 return
         self._send(ledger_id)
 
     def close(self) -> None:
-        """Stop watching and wake every waiter. Idempotent."""
+        """Stop watching, wake every waiter, and wait (bounded by the notify timeout) for the
+        notifications in flight: librados must not call back into a client being shut down.
+        Idempotent."""
         with self._cond:
             self._closed = True
             watch, self._watch = self._watch, None
             self._pending.clear()
             self._cond.notify_all()
+            self._cond.wait_for(lambda: self._in_flight == 0, self._timeout_ms / 1000 + 5)
         if watch:
             try:
                 watch.close()

@@ -88,6 +88,8 @@ class RadosReadView:
                 else:
                     self._head = head
                     self._scan_open()
+            else:  # nothing can change but deletion: one stat of the head tells
+                self._size(head_oid(self.ledger_id), missing_ok=False)
             head = self._head
             if head.sealed:
                 return LedgerInfo(self.ledger_id, head.state == CLOSED, head.state != CLOSED, head.last, self._length)
@@ -115,11 +117,13 @@ class RadosReadView:
         if scan.lac is not None:
             self._lac = max(self._lac, min(scan.lac, len(self._offsets) - 2))
 
-    def _size(self, oid: str) -> int:
+    def _size(self, oid: str, *, missing_ok: bool = True) -> int:
         try:
             size, _ = self._ioctx.stat(oid)
             return int(size)
         except self._rados.ObjectNotFound:
+            if not missing_ok:
+                raise LedgerNotFoundError(f"ledger {self.ledger_id} was deleted") from None
             return 0
         except self._rados.Error as exc:
             raise translate(errno_of(exc), f"cannot stat ledger {self.ledger_id} object {oid}", cause=exc) from None

@@ -95,8 +95,8 @@ class RadosLedgerWriter(LedgerWriter):
         self._offsets = array("q")  # offset of each entry inside its part, for the closed index
         self._close_result: int | DLError | None = None
         self._thread: threading.Thread | None = None
-        #: Append operations sent so far.
-        self.op_count = 0
+        #: Durability barriers so far: append operations sent (each completes on every replica).
+        self.sync_count = 0
 
     # --- LedgerWriter ---------------------------------------------------------------------------
     @property
@@ -259,45 +259,53 @@ class RadosLedgerWriter(LedgerWriter):
                 self._on_change(self._ledger_id)
 
     def _send_next(self) -> None:
-        """Take a batch off the queue and send it (or fail it at once after an error)."""
+        """Take a batch off the queue and send it (or fail it at once after an error); roll to a
+        new data object first when the batch would not fit, once nothing is in flight."""
         with self._cond:
             if not self._queue:
                 return
+            # as much as fits in one operation and in what is left of the data object (an empty
+            # object takes at least one entry, whatever its size)
+            limit = min(self._max_write, self._max_object - self._part_bytes)
             size = 0
             n = 0
             for _, payload in self._queue:
-                if n and size + len(payload) + lf.FRAME_HEADER_SIZE > self._max_write:
+                framed = len(payload) + lf.FRAME_HEADER_SIZE
+                if size + framed > limit and (n or self._part_bytes):
                     break
-                size += len(payload) + lf.FRAME_HEADER_SIZE
+                size += framed
                 n += 1
-            if self._error is None and self._part_bytes and self._part_bytes + size > self._max_object:
+            error = self._error
+            if error is None and n == 0:  # the data object is full
                 if self._in_flight:  # roll only with an empty pipeline: no entry may follow a hole
                     return
-                roll = True
+                roll_at = self._queue[0][0]
             else:
-                roll = False
-            entries, self._queue = self._queue[:n], self._queue[n:]
-            futs, self._queue_futs = self._queue_futs[:n], self._queue_futs[n:]
-            error = self._error
-            lac = self._lac
-        if error is None and roll:
-            error = self._roll(entries[0][0])
+                if error is not None:  # failed: everything queued fails now, in order
+                    n = len(self._queue)
+                roll_at = None
+                entries, self._queue = self._queue[:n], self._queue[n:]
+                futs, self._queue_futs = self._queue_futs[:n], self._queue_futs[n:]
+                op = _Op(entries, futs, len(self._parts) - 1)
+                if error is None:  # in flight from here on, so that abort() reports it
+                    self._in_flight.append(op)
+                lac = self._lac
+        if roll_at is not None:
+            self._roll(roll_at)  # on failure the error is sticky: the next call fails the batch
+            return
         if error is not None:
             with self._report_lock:
-                self._report(entries, futs, copy_error(error))
+                self._report(op.entries, op.futs, copy_error(error))
             return
-        op = _Op(entries, futs, len(self._parts) - 1)
-        buf, rel = lf.encode_frames(entries, lac)
+        buf, rel = lf.encode_frames(op.entries, lac)
         base = self._part_bytes
         self._offsets.extend(base + r for r in rel)
         self._part_bytes += len(buf)
-        with self._cond:
-            self._in_flight.append(op)
         try:
             self._submit(op, buf)
         except Exception as exc:  # the binding refused to send: the op failed, nothing applied
-            op.rc = -(errno_of(exc) or errno.EIO)
             with self._cond:
+                op.rc = -(errno_of(exc) or errno.EIO)
                 self._cond.notify_all()
 
     def _submit(self, op: _Op, buf: bytes) -> None:
@@ -319,10 +327,10 @@ class RadosLedgerWriter(LedgerWriter):
                 op.rc = rc
                 self._cond.notify_all()
 
-        self.op_count += 1
+        self.sync_count += 1
         op.completion = ioctx.operate_aio_write_op(write_op, part_oid(self._ledger_id, op.part), oncomplete=done)
 
-    def _roll(self, first_entry: int) -> DLError | None:
+    def _roll(self, first_entry: int) -> None:
         """Register part ``len(parts)`` starting at ``first_entry`` in the head (guarded by the
         head being open); the next operation creates its object."""
         parts = [*self._parts, first_entry]
@@ -338,12 +346,11 @@ class RadosLedgerWriter(LedgerWriter):
             with self._cond:
                 if self._error is None:
                     self._error = err
-            return err
+            return
         self._ends.append(self._part_bytes)
         self._parts = parts
         self._part_bytes = 0
         self._part_created = False
-        return None
 
     def _seal(self) -> int | DLError:
         """Seal as closed (``_cond`` held, nothing queued or in flight)."""

@@ -74,6 +74,7 @@ has an unknown outcome: the writer stops); a missing ledger ``LedgerNotFoundErro
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import threading
 import time
@@ -106,6 +107,7 @@ from storage.segstore.base import LedgerInfo, SegmentStore
 __all__ = ["RadosLocation", "RadosSegmentStore", "import_rados"]
 
 SCHEME = "rados"
+_log = logging.getLogger(__name__)
 _FIRST_ID = 1
 
 
@@ -505,6 +507,10 @@ class RadosSegmentStore(SegmentStore):
             writer.abort()
         self._notifier.close()
         if os.getpid() == self._pid:  # librados state does not survive fork: never touch it there
+            try:  # appends of aborted writers may still be in flight: their callbacks must run first
+                self._ioctx.aio_flush()
+            except self._rados.Error as exc:
+                _log.debug("aio_flush before shutdown failed: %s", exc)
             self._ioctx.close()
             self._cluster.shutdown()
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 import storage
 from storage import DLSN, LogRecord
 from storage.impl.layout import LogMetadata
 from storage.impl.write_handler import WriteHandler
+from tests.storage._damage import flip_payload_byte
 from tests.storage.test_processes import child
 from tests.storage.test_writer_reader import read_all, write_segment
 
@@ -69,34 +68,11 @@ def test_fenced_writer_in_process_fails_every_later_write(ns: storage.Namespace)
     assert [(r.txid, r.dlsn) for r in read_all(dlm)] == [(1, DLSN(1, 0, 0)), (4, DLSN(2, 0, 0))]
 
 
-def _frame_offsets(path: str) -> list[tuple[int, int]]:
-    """(payload offset, length) of every frame of a local ledger file: 64-byte header, then
-    frames of [u32 length][i64 entry id][i64 lac][u32 crc32c][payload]."""
-    with open(path, "rb") as f:
-        data = f.read()
-    out, off = [], 64
-    while off + 24 <= len(data):
-        (length,) = struct.unpack_from(">I", data, off)
-        if off + 24 + length > len(data):
-            break
-        out.append((off + 24, length))
-        off += 24 + length
-    return out
-
-
 def test_flipped_byte_raises_corrupted_entry_at_that_entry(ns: storage.Namespace) -> None:
     dlm = ns.open_log("corrupt")
     write_segment(dlm, 1, 10)  # entries 0..9 data, 10 control
     (seg,) = dlm.log_segments()
-    path = ns.segstore.ledger_path(seg.ledger_id)
-    frames = _frame_offsets(path)
-    assert len(frames) >= 11
-    pos, length = frames[6]
-    with open(path, "r+b") as f:
-        f.seek(pos + length - 1)
-        b = f.read(1)
-        f.seek(pos + length - 1)
-        f.write(bytes([b[0] ^ 0x40]))
+    flip_payload_byte(ns.segstore, seg.ledger_id, 6)
     ns2 = storage.open_namespace(ns.uri)  # a fresh process view: nothing cached
     try:
         with ns2.open_log("corrupt").open_reader(DLSN.INITIAL) as r:

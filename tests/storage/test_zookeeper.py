@@ -16,10 +16,14 @@ from tests.storage.test_writer_reader import read_all
 from tests.zk import ZooKeeperServer, expire_session
 
 
-@pytest.fixture
-def zk_uri(zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(params=["file", "rados"])
+def zk_uri(zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A ZooKeeper namespace bound to local files or to a RADOS namespace of its own."""
     uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
-    storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}")
+    if request.param == "rados":
+        storage.bind_namespace(uri, segments=request.getfixturevalue("rados_location").uri())
+    else:
+        storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}")
     yield uri
 
 

@@ -1,23 +1,41 @@
 """Child-process programs for the segment store tests (run as a script, talk over stdin/stdout).
 
+STORE is a local store's root directory, or ``rados:`` followed by the JSON of a
+``RadosLocation`` (pool, conf, client_id, keyring, namespace).
+
 Modes:
-  append-loop ROOT SIZE WINDOW   create a ledger ("L id"), append forever with WINDOW appends in
+  append-loop STORE SIZE WINDOW   create a ledger ("L id"), append forever with WINDOW appends in
                                  flight, print "A id" per acknowledged entry in order; on the
                                  first error print "E ErrorClass", then try one more append and
                                  print "E2 ErrorClass" (or "E2 ok" if it succeeded).
-  wait-append ROOT               create a ledger, append entries 0 and 1 ("L id"), then append
+  wait-append STORE              create a ledger, append entries 0 and 1 ("L id"), then append
                                  one entry per "go" line on stdin ("D entry_id"); exit at EOF.
-  ids ROOT N                     create N ledgers ("I id" each), delete every other one, "done".
+  ids STORE N                     create N ledgers ("I id" each), delete every other one, "done".
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import sys
 from concurrent.futures import Future
 
 from storage.errors import DLError
+from storage.segstore.base import SegmentStore
 from storage.segstore.local import LocalSegmentStore
+
+#: Data objects of RADOS ledgers roll at 1 MiB here too (as in the parent's fixtures).
+RADOS_TEST_MAX_OBJECT_BYTES = 1 << 20
+
+
+def open_store(spec: str) -> SegmentStore:
+    """The store a ``STORE`` argument names (see the module docstring)."""
+    if spec.startswith("rados:"):
+        from storage.segstore.rados import RadosLocation, RadosSegmentStore
+
+        location = RadosLocation(**json.loads(spec[len("rados:") :]))
+        return RadosSegmentStore(location, max_object_bytes=RADOS_TEST_MAX_OBJECT_BYTES)
+    return LocalSegmentStore(spec)
 
 
 def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
@@ -32,7 +50,7 @@ def out(line: str) -> None:
 
 
 def append_loop(root: str, size: int, window: int) -> None:
-    store = LocalSegmentStore(root)
+    store = open_store(root)
     writer = store.create_ledger()
     lid = writer.ledger_id
     out(f"L {lid}")
@@ -55,7 +73,7 @@ def append_loop(root: str, size: int, window: int) -> None:
 
 
 def wait_append(root: str) -> None:
-    store = LocalSegmentStore(root)
+    store = open_store(root)
     writer = store.create_ledger()
     writer.append(b"entry-0")
     writer.append(b"entry-1")
@@ -68,7 +86,7 @@ def wait_append(root: str) -> None:
 
 
 def ids(root: str, n: int) -> None:
-    store = LocalSegmentStore(root)
+    store = open_store(root)
     created = []
     for _ in range(n):
         writer = store.create_ledger()

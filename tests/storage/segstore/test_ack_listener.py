@@ -10,9 +10,9 @@ from concurrent.futures import Future
 import pytest
 
 from storage.errors import AlreadyClosedError, InvalidArgumentError, WriteCancelledError, WriterFencedError
-from storage.segstore.base import NO_ENTRY, LedgerWriter
+from storage.segstore.base import NO_ENTRY, LedgerWriter, SegmentStore
 from storage.segstore.local import LocalSegmentStore
-from tests.storage.segstore.test_local_append_read import HeldLock
+from tests.storage.segstore.test_append_read import HeldLock
 
 Report = tuple[int, int, "BaseException | None"]
 
@@ -78,7 +78,7 @@ class FuturesOnly(LedgerWriter):
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["local", "base-default"])
-def test_reports_every_entry_once_in_order(store: LocalSegmentStore, wrapped: bool) -> None:
+def test_reports_every_entry_once_in_order(store: SegmentStore, wrapped: bool) -> None:
     local = store.create_ledger()
     writer: LedgerWriter = FuturesOnly(local) if wrapped else local
     rec = Recorder()
@@ -95,7 +95,8 @@ def test_reports_every_entry_once_in_order(store: LocalSegmentStore, wrapped: bo
         assert len(rec.reports) == local.sync_count  # one report per group commit
 
 
-def test_group_commit_reports_runs(store: LocalSegmentStore) -> None:
+def test_group_commit_reports_runs(local_store: LocalSegmentStore) -> None:
+    store = local_store
     writer = store.create_ledger()
     rec = Recorder()
     writer.set_ack_listener(rec)
@@ -115,7 +116,7 @@ def test_group_commit_reports_runs(store: LocalSegmentStore) -> None:
     writer.close()
 
 
-def test_mixed_with_append_async_keeps_order(store: LocalSegmentStore) -> None:
+def test_mixed_with_append_async_keeps_order(store: SegmentStore) -> None:
     writer = store.create_ledger()
     rec = Recorder()
     writer.set_ack_listener(rec)
@@ -131,7 +132,7 @@ def test_mixed_with_append_async_keeps_order(store: LocalSegmentStore) -> None:
     assert writer.close() == 299
 
 
-def test_nowait_needs_a_listener_and_an_open_writer(store: LocalSegmentStore) -> None:
+def test_nowait_needs_a_listener_and_an_open_writer(store: SegmentStore) -> None:
     writer = store.create_ledger()
     with pytest.raises(InvalidArgumentError):
         writer.append_nowait(b"x")
@@ -146,7 +147,7 @@ def test_nowait_needs_a_listener_and_an_open_writer(store: LocalSegmentStore) ->
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["local", "base-default"])
-def test_fenced_entries_fail_once_each(store: LocalSegmentStore, wrapped: bool) -> None:
+def test_fenced_entries_fail_once_each(store: SegmentStore, wrapped: bool) -> None:
     local = store.create_ledger()
     writer: LedgerWriter = FuturesOnly(local) if wrapped else local
     rec = Recorder()
@@ -167,7 +168,8 @@ def test_fenced_entries_fail_once_each(store: LocalSegmentStore, wrapped: bool) 
         assert all(last == NO_ENTRY for _, last, _ in failed)
 
 
-def test_abort_reports_pending_as_cancelled(store: LocalSegmentStore) -> None:
+def test_abort_reports_pending_as_cancelled(local_store: LocalSegmentStore) -> None:
+    store = local_store
     writer = store.create_ledger()
     rec = Recorder()
     writer.set_ack_listener(rec)

@@ -86,14 +86,16 @@ def test_flipped_byte_in_middle_entry(store_root: Path, close: bool, where: str)
             assert s.fence(lid) == 9
 
 
-def test_damaged_index_falls_back_to_scanning(store: LocalSegmentStore, store_root: Path) -> None:
+def test_damaged_index_falls_back_to_scanning(local_store: LocalSegmentStore, store_root: Path) -> None:
+    store = local_store
     lid = make_ledger(store, 20, close=True)
     flip(store.ledger_path(lid), frame_offset(20) + 30)  # inside the index block
     with LocalSegmentStore(store_root) as fresh:
         assert read_all(fresh, lid, 0, 19) == (list(range(20)), None)
 
 
-def test_damaged_header_is_an_error_not_data(store: LocalSegmentStore, store_root: Path) -> None:
+def test_damaged_header_is_an_error_not_data(local_store: LocalSegmentStore, store_root: Path) -> None:
+    store = local_store
     lid = make_ledger(store, 3, close=True)
     flip(store.ledger_path(lid), 17)  # last entry id
     with LocalSegmentStore(store_root) as fresh, pytest.raises(DLError, match="header"):
@@ -115,7 +117,10 @@ def torn_frame(entry_id: int, lac: int, data: bytes) -> bytes:
         pytest.param(lambda: b"\0" * 300, id="zeros"),
     ],
 )
-def test_torn_tail_is_invisible_then_cut_by_fence(store: LocalSegmentStore, store_root: Path, tail: object) -> None:
+def test_torn_tail_is_invisible_then_cut_by_fence(
+    local_store: LocalSegmentStore, store_root: Path, tail: object
+) -> None:
+    store = local_store
     lid = make_ledger(store, 5, close=False)  # entries 0..4, LAC 3
     path = store.ledger_path(lid)
     extra: bytes = tail()  # type: ignore[operator]

@@ -1,4 +1,5 @@
-"""LocalSegmentStore across real processes: fencing a live writer, SIGKILL, long-poll, ids."""
+"""Segment stores across real processes, on every store kind: fencing a live writer, SIGKILL,
+long-poll, ledger ids."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from storage.errors import InvalidArgumentError
+from storage.segstore.base import SegmentStore
 from storage.segstore.local import LocalSegmentStore
 from tests.storage.segstore._child import payload
 from tests.storage.segstore._helpers import Child
@@ -26,7 +29,7 @@ def collect_acks(child: Child, until: int) -> list[int]:
     return acked
 
 
-def check_readable(store: LocalSegmentStore, lid: int, last: int, size: int) -> None:
+def check_readable(store: SegmentStore, lid: int, last: int, size: int) -> None:
     """Every entry 0..last is readable with exactly the bytes the writer appended."""
     count = 0
     for eid, data in store.read_entries(lid, 0, last):
@@ -37,9 +40,9 @@ def check_readable(store: LocalSegmentStore, lid: int, last: int, size: int) -> 
         store.read_entries(lid, 0, last + 1)
 
 
-def test_fence_stops_a_writer_process(store: LocalSegmentStore, store_root: Path, spawn: type[Child]) -> None:
+def test_fence_stops_a_writer_process(store: SegmentStore, store_spec: str, spawn: type[Child]) -> None:
     size = 1000
-    child = spawn("append-loop", store_root, size, 16)
+    child = spawn("append-loop", store_spec, size, 16)
     lid = int(child.expect("L"))
     acked = collect_acks(child, 300)
     last = store.fence(lid)  # the writer keeps appending meanwhile
@@ -64,12 +67,12 @@ def test_fence_stops_a_writer_process(store: LocalSegmentStore, store_root: Path
 
 @pytest.mark.parametrize("acks_before_kill", [20, 37, 55])
 def test_sigkilled_writer_loses_no_acknowledged_entry(
-    store_root: Path, spawn: type[Child], acks_before_kill: int
+    store_spec: str, open_store: Callable[..., SegmentStore], spawn: type[Child], acks_before_kill: int
 ) -> None:
     # Big entries in flight 8 at a time: the kill often lands inside a write and tears the
     # tail (seen in about a quarter of runs), otherwise between writes.
     size = 256 * 1024
-    child = spawn("append-loop", store_root, size, 8)
+    child = spawn("append-loop", store_spec, size, 8)
     lid = int(child.expect("L"))
     acked = collect_acks(child, acks_before_kill)
     os.kill(child.proc.pid, signal.SIGKILL)
@@ -77,7 +80,7 @@ def test_sigkilled_writer_loses_no_acknowledged_entry(
     while (line := child.next_line()) is not None:  # acks printed before the kill
         if line.startswith("A "):
             acked.append(int(line[2:]))
-    with LocalSegmentStore(store_root) as s:
+    with open_store() as s:
         before = s.info(lid)
         assert not before.closed and not before.fenced
         last = s.fence(lid)
@@ -85,37 +88,47 @@ def test_sigkilled_writer_loses_no_acknowledged_entry(
         check_readable(s, lid, last, size)
 
 
-@pytest.mark.parametrize("use_inotify", [True, False])
-def test_wait_for_lac_wakes_on_append_by_another_process(
-    store_root: Path, spawn: type[Child], use_inotify: bool
-) -> None:
-    child = spawn("wait-append", store_root)
+def check_wait_wakes_on_another_process(s: SegmentStore, store_spec: str, spawn: type[Child]) -> None:
+    child = spawn("wait-append", store_spec)
     lid = int(child.expect("L"))
-    with LocalSegmentStore(store_root, use_inotify=use_inotify) as s:
-        assert s.last_add_confirmed(lid) == 0
-        changes: queue.Queue[int] = queue.Queue()
-        s.watch(changes.put)
-        result: Future[tuple[int, float]] = Future()
+    assert s.last_add_confirmed(lid) == 0
+    changes: queue.Queue[int] = queue.Queue()
+    s.watch(changes.put)
+    result: Future[tuple[int, float]] = Future()
 
-        def wait() -> None:
-            start = time.monotonic()
-            lac = s.wait_for_lac(lid, 0, 30)
-            result.set_result((lac, time.monotonic() - start))
+    def wait() -> None:
+        start = time.monotonic()
+        lac = s.wait_for_lac(lid, 0, 30)
+        result.set_result((lac, time.monotonic() - start))
 
-        waiter = threading.Thread(target=wait)
-        waiter.start()
-        assert not result.done()  # nothing to see yet: it is blocked
-        child.send("go")
-        assert child.expect("D") == "2"
-        lac, waited = result.result(timeout=60)
-        waiter.join()
-        assert lac == 1
-        assert waited < 15  # woken by the change, not by the 30 s timeout
-        assert changes.get(timeout=30) == lid  # the watch saw the other process's write
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert not result.done()  # nothing to see yet: it is blocked
+    child.send("go")
+    assert child.expect("D") == "2"
+    lac, waited = result.result(timeout=60)
+    waiter.join()
+    assert lac == 1
+    assert waited < 15  # woken by the change, not by the 30 s timeout
+    while changes.get(timeout=30) != lid:  # the watch saw the other process's write
+        pass
 
 
-def test_ledger_ids_unique_across_processes(store_root: Path, spawn: type[Child]) -> None:
-    children = [spawn("ids", store_root, 25) for _ in range(3)]
+def test_wait_for_lac_wakes_on_append_by_another_process(
+    store: SegmentStore, store_spec: str, spawn: type[Child]
+) -> None:
+    check_wait_wakes_on_another_process(store, store_spec, spawn)
+
+
+def test_wait_for_lac_wakes_on_append_by_another_process_local_polling(store_root: Path, spawn: type[Child]) -> None:
+    with LocalSegmentStore(store_root, use_inotify=False) as s:
+        check_wait_wakes_on_another_process(s, str(store_root), spawn)
+
+
+def test_ledger_ids_unique_across_processes(
+    store_spec: str, open_store: Callable[..., SegmentStore], spawn: type[Child]
+) -> None:
+    children = [spawn("ids", store_spec, 25) for _ in range(3)]
     ids: list[int] = []
     for child in children:
         while (line := child.next_line()) != "done":
@@ -123,7 +136,7 @@ def test_ledger_ids_unique_across_processes(store_root: Path, spawn: type[Child]
             ids.append(int(line[2:]))
         assert child.wait() == 0
     assert len(ids) == 75 and len(set(ids)) == 75
-    with LocalSegmentStore(store_root) as s:
+    with open_store() as s:
         assert len(s.list_ledgers()) == 3 * 12  # every other one was deleted
         fresh = s.create_ledger()
         assert fresh.ledger_id > max(ids)  # deleted ids are never handed out again

@@ -1,4 +1,5 @@
-"""LocalSegmentStore in one process: append/read, the LAC rule, group commit, errors."""
+"""Segment store behaviour in one process, on every store kind: append/read, the LAC rule, group
+commit, fencing, errors (plus what only the local store has: flock stalls, descriptor caching, inotify)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import fcntl
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -25,16 +26,6 @@ from storage.segstore.base import NO_ENTRY, SegmentStore
 from storage.segstore.local import LocalSegmentStore
 
 
-@pytest.fixture
-def other(store_root: Path) -> Iterator[LocalSegmentStore]:
-    """A second store instance on the same root (as another process would have)."""
-    s = LocalSegmentStore(store_root)
-    try:
-        yield s
-    finally:
-        s.close()
-
-
 class HeldLock:
     """Holds the ledger file's flock from another file description, stalling its writer."""
 
@@ -48,7 +39,7 @@ class HeldLock:
             self.fd = -1
 
 
-def test_round_trip_in_order(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+def test_round_trip_in_order(store: SegmentStore, other: SegmentStore) -> None:
     writer = store.create_ledger()
     payloads = [b"", b"a", os.urandom(100_000), b"x" * 4097]
     assert [writer.append(p) for p in payloads] == [0, 1, 2, 3]
@@ -61,7 +52,7 @@ def test_round_trip_in_order(store: LocalSegmentStore, other: LocalSegmentStore)
         assert list(s.read_entries(writer.ledger_id, 1, 2)) == [(1, b"a"), (2, payloads[2])]
 
 
-def test_lac_piggyback_rule(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+def test_lac_piggyback_rule(store: SegmentStore, other: SegmentStore) -> None:
     writer = store.create_ledger()
     lid = writer.ledger_id
     assert other.last_add_confirmed(lid) == NO_ENTRY
@@ -85,7 +76,8 @@ def test_lac_piggyback_rule(store: LocalSegmentStore, other: LocalSegmentStore) 
         other.read_entries(lid, 0, 2)
 
 
-def test_group_commit_batches_and_resolves_in_order(store: LocalSegmentStore) -> None:
+def test_group_commit_batches_and_resolves_in_order(local_store: LocalSegmentStore) -> None:
+    store = local_store
     writer = store.create_ledger()
     resolved: list[int] = []
     lock = HeldLock(store.ledger_path(writer.ledger_id))  # stall the writer thread
@@ -103,7 +95,7 @@ def test_group_commit_batches_and_resolves_in_order(store: LocalSegmentStore) ->
     writer.close()
 
 
-def test_group_commit_from_many_threads(store: LocalSegmentStore) -> None:
+def test_group_commit_from_many_threads(store: SegmentStore) -> None:
     writer = store.create_ledger()
     ids: queue.Queue[int] = queue.Queue()
 
@@ -123,19 +115,19 @@ def test_group_commit_from_many_threads(store: LocalSegmentStore) -> None:
     assert [eid for eid, _ in store.read_entries(writer.ledger_id, 0, 799)] == list(range(800))
 
 
-def test_big_ledger_reopens_from_index(store: LocalSegmentStore, store_root: Path) -> None:
+def test_big_ledger_reopens_from_index(store: SegmentStore, open_store: Callable[..., SegmentStore]) -> None:
     writer = store.create_ledger()
     payloads = [os.urandom(1 + i % 3000) for i in range(3000)]
     futures = [writer.append_async(p) for p in payloads]
     futures[-1].result()
     writer.close()
-    with LocalSegmentStore(store_root) as fresh:
+    with open_store() as fresh:
         assert fresh.info(writer.ledger_id).last_entry_id == 2999
         assert [d for _, d in fresh.read_entries(writer.ledger_id, 0, 2999)] == payloads
         assert fresh.read_entry(writer.ledger_id, 1234) == payloads[1234]
 
 
-def test_fence_in_process(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+def test_fence_in_process(store: SegmentStore, other: SegmentStore) -> None:
     writer = store.create_ledger()
     for i in range(3):
         writer.append(b"%d" % i)
@@ -152,7 +144,7 @@ def test_fence_in_process(store: LocalSegmentStore, other: LocalSegmentStore) ->
     assert [d for _, d in store.read_entries(writer.ledger_id, 0, 2)] == [b"0", b"1", b"2"]
 
 
-def test_fence_closed_and_empty(store: LocalSegmentStore) -> None:
+def test_fence_closed_and_empty(store: SegmentStore) -> None:
     closed = store.create_ledger()
     closed.append(b"x")
     assert closed.close() == 0
@@ -168,7 +160,8 @@ def test_fence_closed_and_empty(store: LocalSegmentStore) -> None:
     assert nothing.close() == NO_ENTRY
 
 
-def test_abort_cancels_pending(store: LocalSegmentStore) -> None:
+def test_abort_cancels_pending(local_store: LocalSegmentStore) -> None:
+    store = local_store
     writer = store.create_ledger()
     writer.append(b"kept")
     lock = HeldLock(store.ledger_path(writer.ledger_id))
@@ -191,7 +184,7 @@ def test_abort_cancels_pending(store: LocalSegmentStore) -> None:
     assert store.fence(writer.ledger_id) >= 0
 
 
-def test_closed_writer_rejects_appends(store: LocalSegmentStore) -> None:
+def test_closed_writer_rejects_appends(store: SegmentStore) -> None:
     writer = store.create_ledger()
     writer.append(b"a")
     assert writer.close() == 0
@@ -216,7 +209,7 @@ def test_closed_writer_rejects_appends(store: LocalSegmentStore) -> None:
         lambda s: s.wait_for_lac(1, 0, -1),
     ],
 )
-def test_bad_arguments(store: LocalSegmentStore, call: object) -> None:
+def test_bad_arguments(store: SegmentStore, call: object) -> None:
     writer = store.create_ledger()
     assert writer.ledger_id == 1
     writer.append(b"a")
@@ -235,12 +228,12 @@ def test_bad_arguments(store: LocalSegmentStore, call: object) -> None:
         lambda s: s.last_add_confirmed(99),
     ],
 )
-def test_missing_ledger(store: LocalSegmentStore, call: object) -> None:
+def test_missing_ledger(store: SegmentStore, call: object) -> None:
     with pytest.raises(LedgerNotFoundError):
         call(store)  # type: ignore[operator]
 
 
-def test_delete_and_list(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+def test_delete_and_list(store: SegmentStore, other: SegmentStore) -> None:
     writers = [store.create_ledger() for _ in range(3)]
     for w in writers:
         w.append(b"x")
@@ -273,8 +266,8 @@ def test_iterator_survives_delete_and_eviction(store_root: Path) -> None:
         assert [d for _, d in it] == [b"%d" % i for i in range(1, 10)]
 
 
-def test_closed_store_rejects_calls(store_root: Path) -> None:
-    s = LocalSegmentStore(store_root)
+def test_closed_store_rejects_calls(open_store: Callable[..., SegmentStore]) -> None:
+    s = open_store()
     writer = s.create_ledger()
     pending = writer.append_async(b"x")
     s.close()
@@ -285,33 +278,40 @@ def test_closed_store_rejects_calls(store_root: Path) -> None:
             call()
 
 
-@pytest.mark.parametrize("use_inotify", [True, False])
-def test_wait_for_lac_and_watch_in_process(store_root: Path, use_inotify: bool) -> None:
-    with LocalSegmentStore(store_root, use_inotify=use_inotify) as s:
-        writer = s.create_ledger()
-        lid = writer.ledger_id
-        writer.append(b"0")
-        changes: queue.Queue[int] = queue.Queue()
-        cancel = s.watch(changes.put)
-        assert s.wait_for_lac(lid, NO_ENTRY, 0) == NO_ENTRY  # times out at once
-        result: Future[int] = Future()
-        waiter = threading.Thread(target=lambda: result.set_result(s.wait_for_lac(lid, NO_ENTRY, 30)))
-        waiter.start()
-        writer.append(b"1")
-        assert result.result(timeout=30) == 0
-        waiter.join()
-        assert changes.get(timeout=30) == lid
-        cancel()
-        writer.close()
-        assert s.wait_for_lac(lid, 5, 30) == 1  # sealed: returns at once
+def check_wait_for_lac_and_watch(s: SegmentStore) -> None:
+    writer = s.create_ledger()
+    lid = writer.ledger_id
+    writer.append(b"0")
+    changes: queue.Queue[int] = queue.Queue()
+    cancel = s.watch(changes.put)
+    assert s.wait_for_lac(lid, NO_ENTRY, 0) == NO_ENTRY  # times out at once
+    result: Future[int] = Future()
+    waiter = threading.Thread(target=lambda: result.set_result(s.wait_for_lac(lid, NO_ENTRY, 30)))
+    waiter.start()
+    writer.append(b"1")
+    assert result.result(timeout=30) == 0
+    waiter.join()
+    assert changes.get(timeout=30) == lid
+    cancel()
+    writer.close()
+    assert s.wait_for_lac(lid, 5, 30) == 1  # sealed: returns at once
 
 
-def test_store_satisfies_interface(store: LocalSegmentStore) -> None:
+def test_wait_for_lac_and_watch_in_process(store: SegmentStore) -> None:
+    check_wait_for_lac_and_watch(store)
+
+
+def test_wait_for_lac_and_watch_local_polling(store_root: Path) -> None:
+    with LocalSegmentStore(store_root, use_inotify=False) as s:
+        check_wait_for_lac_and_watch(s)
+
+
+def test_store_satisfies_interface(store: SegmentStore) -> None:
     assert isinstance(store, SegmentStore)
     assert issubclass(WriterFencedError, DLError)
 
 
-def test_allocated_id_then_create(store: LocalSegmentStore, other: LocalSegmentStore) -> None:
+def test_allocated_id_then_create(store: SegmentStore, other: SegmentStore) -> None:
     """An allocated id is never handed out again (nor by another process's store) and makes no
     file until the ledger is created with it; creating it twice fails."""
     lid = store.allocate_ledger_id()
