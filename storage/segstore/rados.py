@@ -240,8 +240,9 @@ class RadosSegmentStore(SegmentStore):
                 raise SegmentStoreError(
                     f"cannot connect to {where}: the cluster refused the credentials ({exc})"
                 ) from exc
+            hint = f": no monitor answered within {connect_timeout_s}s (cluster down, or a wrong mon_host?)"
             raise SegmentStoreError(
-                f"cannot connect to {where}: {exc} (monitors unreachable within {connect_timeout_s}s?)",
+                f"cannot connect to {where}: {exc}{hint if err == errno.ETIMEDOUT else ''}",
                 retriable=err in (errno.ETIMEDOUT, errno.EINTR, None),
             ) from exc
         try:
