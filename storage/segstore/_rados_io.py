@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from storage.errors import (
     SegmentStoreError,
     WriterFencedError,
 )
+from storage.segstore._changes import ChangeHub
 
 _log = logging.getLogger(__name__)
 
@@ -156,74 +156,53 @@ def append_error(rc: int, ledger_id: int, part: int) -> DLError:
 
 
 # --- change notification ------------------------------------------------------------------------
-class Notifier:
+class Notifier(ChangeHub):
     """Watch/notify on :data:`NOTIFY_OID`: writers announce ledger changes, stores wake waiters.
 
-    One RADOS watch per store (made on first use) turns notifications into per-ledger generation
-    bumps and callbacks, as the local store's inotify watcher does. Writers call :meth:`notify`
-    after every acknowledged group; it sends at most ``max_in_flight`` notifications at a time
-    per store and coalesces the rest (a notification waits for every watcher's ack, up to
-    ``timeout_ms``, when a watcher died). Notifications may be lost (watch errors, a full
-    window); waiters therefore also re-check every ``recheck_interval`` seconds.
+    One RADOS watch per store (made by :meth:`ensure_watch`, on the first waiter or callback)
+    turns notifications into the hub's generation bumps and callbacks, as the local store's
+    inotify watcher does. Writers call :meth:`notify` after every acknowledged group; it sends at
+    most ``max_in_flight`` notifications at a time per store and coalesces the rest (a
+    notification waits for every watcher's ack, up to ``timeout_ms``, when a watcher died).
+    Notifications may be lost (watch errors, then every ledger counts as changed, listed with
+    ``list_ids``); waiters also re-check every 100 ms.
     """
 
-    recheck_interval = 0.1
-
-    def __init__(self, ioctx: Any, rados_mod: Any, *, timeout_ms: int = 1000, max_in_flight: int = 2) -> None:
+    def __init__(
+        self,
+        ioctx: Any,
+        rados_mod: Any,
+        list_ids: Callable[[], list[int]],
+        *,
+        timeout_ms: int = 1000,
+        max_in_flight: int = 2,
+    ) -> None:
+        super().__init__()
         self._ioctx = ioctx
         self._rados = rados_mod
+        self._list_ids = list_ids
         self._timeout_ms = timeout_ms
         self._max_in_flight = max_in_flight
-        self._cond = threading.Condition()
-        self._gens: dict[int, int] = {}
-        self._epoch = 0
-        self._callbacks: dict[int, Callable[[int], None]] = {}
-        self._next_token = 0
         self._watch: Any = None
-        self._closed = False
         self._in_flight = 0
         self._pending: set[int] = set()
 
+    @property
+    def recheck_interval(self) -> float:
+        return 0.1
+
     # --- waiting side ---------------------------------------------------------------------------
-    def generation(self, ledger_id: int) -> int:
-        """A value that changes whenever ledger ``ledger_id`` (or anything, after lost events) changes."""
-        self._ensure_watch()
+    def ensure_watch(self) -> None:
+        """Watch the notify object (creating it), once; on failure waiters keep re-checking."""
         with self._cond:
-            return self._epoch + self._gens.get(ledger_id, 0)
-
-    def wait_change(self, ledger_id: int, generation: int, timeout: float) -> None:
-        """Wait up to ``timeout`` for :meth:`generation` to move past ``generation``."""
-
-        def moved() -> bool:
-            return self._closed or self._epoch + self._gens.get(ledger_id, 0) != generation
-
-        with self._cond:
-            self._cond.wait_for(moved, timeout)
-
-    def add_callback(self, callback: Callable[[int], None]) -> Callable[[], None]:
-        """Call ``callback(ledger_id)`` on every notification; returns the cancel function."""
-        self._ensure_watch()
-        with self._cond:
-            token = self._next_token
-            self._next_token += 1
-            self._callbacks[token] = callback
-
-        def cancel() -> None:
-            with self._cond:
-                self._callbacks.pop(token, None)
-
-        return cancel
-
-    def _ensure_watch(self) -> None:
-        with self._cond:
-            if self._watch is not None or self._closed:
+            if self._watch is not None or self._stopped:
                 return
             try:
                 with self._rados.WriteOpCtx() as op:  # the watched object must exist
                     op.new(self._rados.LIBRADOS_CREATE_IDEMPOTENT)
                     self._ioctx.operate_write_op(op, NOTIFY_OID)
                 self._watch = self._ioctx.watch(NOTIFY_OID, self._on_notify, self._on_watch_error)
-            except Exception as exc:  # the recheck interval still bounds every wait
+            except Exception as exc:
                 _log.warning("cannot watch %s (%s); waiters poll every %.2fs", NOTIFY_OID, exc, self.recheck_interval)
                 self._watch = False
 
@@ -232,21 +211,7 @@ class Notifier:
             ledger_id = int(data)
         except (TypeError, ValueError):
             return
-        self._changed(ledger_id)
-
-    def _changed(self, ledger_id: int | None) -> None:
-        with self._cond:
-            if ledger_id is None:
-                self._epoch += 1
-            else:
-                self._gens[ledger_id] = self._gens.get(ledger_id, 0) + 1
-            callbacks = list(self._callbacks.values())
-            self._cond.notify_all()
-        for cb in callbacks:
-            try:
-                cb(-1 if ledger_id is None else ledger_id)
-            except Exception:
-                _log.exception("segment store watch callback failed")
+        self.changed((ledger_id,))
 
     def _on_watch_error(self, err: int) -> None:
         _log.warning("watch on %s failed (errno %s); re-watching", NOTIFY_OID, err)
@@ -257,14 +222,19 @@ class Notifier:
                 old.close()
             except Exception:
                 pass
-        self._changed(None)  # events may have been lost: wake everyone
+        try:
+            ids = self._list_ids()
+        except DLError:
+            ids = []
+        self.changed(ids, lost=True)  # events may have been lost: wake everyone
+        self.ensure_watch()
 
     # --- notifying side -----------------------------------------------------------------------
     def notify(self, ledger_id: int) -> None:
         """Tell every watching store that ledger ``ledger_id`` changed (asynchronous, coalesced)."""
-        self._changed(ledger_id)  # waiters of this process need no round trip
+        self.changed((ledger_id,))  # waiters of this process need no round trip
         with self._cond:
-            if self._closed:
+            if self._stopped:
                 return
             if self._in_flight >= self._max_in_flight:
                 self._pending.add(ledger_id)
@@ -281,7 +251,7 @@ class Notifier:
 
     def _sent(self, _comp: Any, _ret: int, _acks: Any, _timeouts: Any) -> None:
         with self._cond:
-            if self._pending and not self._closed:
+            if self._pending and not self._stopped:
                 ledger_id = self._pending.pop()
             else:
                 self._in_flight -= 1
@@ -293,11 +263,10 @@ class Notifier:
         """Stop watching, wake every waiter, and wait (bounded by the notify timeout) for the
         notifications in flight: librados must not call back into a client being shut down.
         Idempotent."""
+        self.stop()
         with self._cond:
-            self._closed = True
             watch, self._watch = self._watch, None
             self._pending.clear()
-            self._cond.notify_all()
             self._cond.wait_for(lambda: self._in_flight == 0, self._timeout_ms / 1000 + 5)
         if watch:
             try:

@@ -5,9 +5,9 @@ milliseconds of any write, truncate, rename or delete of a ledger file by any pr
 inotify is unavailable (no kernel support, out of instances or watches) it falls back to
 stat-polling the directory every ``poll_interval`` seconds.
 
-Every change of ledger ``L`` bumps a per-ledger generation (waiters compare generations, so
-no change between "read the LAC" and "wait" is lost) and calls every registered callback
-with ``L``. Notifications may be spurious (e.g. a write that did not move the LAC).
+Every change of ledger ``L`` goes to the :class:`~storage.segstore._changes.ChangeHub` this
+watcher is (generations, waiters, callbacks). Notifications may be spurious (e.g. a write that
+did not move the LAC).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import logging
 import os
 import select
 import threading
-from collections.abc import Callable
 from typing import Any
 
+from storage.segstore._changes import ChangeHub
 from storage.segstore._ledgerfile import parse_ledger_file_name
 
 try:
@@ -30,18 +30,13 @@ except ImportError:  # pragma: no cover - the package is a dependency
 _log = logging.getLogger(__name__)
 
 
-class ChangeWatcher:
+class ChangeWatcher(ChangeHub):
     """Turns changes of ledger files into generation bumps and callbacks (thread-safe)."""
 
     def __init__(self, ledgers_dir: str, *, poll_interval: float = 0.05, use_inotify: bool = True) -> None:
+        super().__init__()
         self._dir = ledgers_dir
         self._poll_interval = poll_interval
-        self._cond = threading.Condition()
-        self._gens: dict[int, int] = {}
-        self._epoch = 0  # bumped when events were lost: every generation changes
-        self._callbacks: dict[int, Callable[[int], None]] = {}
-        self._next_token = 0
-        self._stopped = False
         self._wake_r, self._wake_w = os.pipe()
         self._inotify = self._open_inotify() if use_inotify else None
         # Polling baseline taken here, before any caller can append, so a change made between
@@ -86,38 +81,12 @@ class ChangeWatcher:
         """How long a waiter may sleep before re-reading state on its own."""
         return 1.0 if self._inotify is not None else self._poll_interval
 
-    def generation(self, ledger_id: int) -> int:
-        """A number that changes whenever ledger ``ledger_id`` may have changed."""
-        with self._cond:
-            return self._epoch + self._gens.get(ledger_id, 0)
-
-    def wait_change(self, ledger_id: int, generation: int, timeout: float) -> None:
-        """Block until :meth:`generation` differs from ``generation``, or ``timeout`` passes."""
-        with self._cond:
-            self._cond.wait_for(
-                lambda: self._stopped or self._epoch + self._gens.get(ledger_id, 0) != generation, timeout
-            )
-
-    def add_callback(self, callback: Callable[[int], None]) -> Callable[[], None]:
-        """Register ``callback``; returns the function that unregisters it."""
-        with self._cond:
-            token = self._next_token
-            self._next_token += 1
-            self._callbacks[token] = callback
-
-        def cancel() -> None:
-            with self._cond:
-                self._callbacks.pop(token, None)
-
-        return cancel
-
     def close(self) -> None:
         """Stop the thread and release its file descriptors. Idempotent."""
         with self._cond:
             if self._stopped:
                 return
-            self._stopped = True
-            self._cond.notify_all()
+        self.stop()
         os.write(self._wake_w, b"x")
         self._thread.join()
         os.close(self._wake_r)
@@ -155,7 +124,7 @@ class ChangeWatcher:
                     ids.add(lid)
             if lost:
                 ids.update(self._list_ids())
-            self._changed(ids, lost)
+            self.changed(ids, lost)
 
     def _run_polling(self) -> None:
         seen = self._baseline
@@ -166,7 +135,7 @@ class ChangeWatcher:
             changed = {lid for lid in seen.keys() | now.keys() if seen.get(lid) != now.get(lid)}
             seen = now
             if changed:
-                self._changed(changed, False)
+                self.changed(changed)
 
     def _stat_all(self) -> dict[int, tuple[int, int, int]]:
         out: dict[int, tuple[int, int, int]] = {}
@@ -190,18 +159,3 @@ class ChangeWatcher:
             return [lid for name in os.listdir(self._dir) if (lid := parse_ledger_file_name(name)) is not None]
         except OSError:
             return []
-
-    def _changed(self, ids: set[int], lost: bool) -> None:
-        with self._cond:
-            if lost:
-                self._epoch += 1
-            for lid in ids:
-                self._gens[lid] = self._gens.get(lid, 0) + 1
-            self._cond.notify_all()
-            callbacks = list(self._callbacks.values())
-        for lid in sorted(ids):
-            for callback in callbacks:
-                try:
-                    callback(lid)
-                except Exception:
-                    _log.exception("segment store watch callback failed for ledger %d", lid)

@@ -253,3 +253,16 @@ class SegmentStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release resources (background threads, file handles)."""
+
+
+def check_id(value: int, what: str) -> int:
+    """``value`` if it is a non-negative int (a ledger or entry id).
+
+    Raises:
+        InvalidArgumentError: anything else, naming ``what``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        from storage.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{what} must be a non-negative int, not {value!r}")
+    return value

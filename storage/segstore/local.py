@@ -75,7 +75,6 @@ import contextlib
 import fcntl
 import os
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -90,7 +89,7 @@ from storage.segstore import _ledgerfile as lf
 from storage.segstore._readview import ReadView
 from storage.segstore._watch import ChangeWatcher
 from storage.segstore._writer import LocalLedgerWriter
-from storage.segstore.base import NO_ENTRY, LedgerInfo, SegmentStore
+from storage.segstore.base import NO_ENTRY, LedgerInfo, SegmentStore, check_id
 
 __all__ = ["LocalLedgerWriter", "LocalSegmentStore"]
 
@@ -138,7 +137,7 @@ class LocalSegmentStore(SegmentStore):
         Raises:
             InvalidArgumentError: a negative ledger id.
         """
-        return self._path(_check_id(ledger_id, "ledger id"))
+        return self._path(check_id(ledger_id, "ledger id"))
 
     # --- writing --------------------------------------------------------------------------
     def allocate_ledger_id(self) -> int:
@@ -163,7 +162,7 @@ class LocalSegmentStore(SegmentStore):
         """
         self._check_open()
         try:
-            lid = self._allocate_id() if ledger_id is None else _check_id(ledger_id, "ledger id")
+            lid = self._allocate_id() if ledger_id is None else check_id(ledger_id, "ledger id")
             path = self._path(lid)
             if ledger_id is not None and os.path.exists(path):
                 raise SegmentStoreError(f"ledger {lid} already exists in {self._dir}")
@@ -215,7 +214,7 @@ class LocalSegmentStore(SegmentStore):
             AlreadyClosedError: the store was closed.
         """
         self._check_open()
-        path = self._path(_check_id(ledger_id, "ledger id"))
+        path = self._path(check_id(ledger_id, "ledger id"))
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -247,7 +246,7 @@ class LocalSegmentStore(SegmentStore):
             LedgerNotFoundError, InvalidArgumentError (negative id), SegmentStoreError,
             AlreadyClosedError.
         """
-        view = self._pinned_view(_check_id(ledger_id, "ledger id"))
+        view = self._pinned_view(check_id(ledger_id, "ledger id"))
         try:
             return self._refresh(view)
         finally:
@@ -265,9 +264,9 @@ class LocalSegmentStore(SegmentStore):
             CorruptedEntryError: at the first entry that fails its checksum or cannot be parsed.
             LedgerNotFoundError, SegmentStoreError, AlreadyClosedError.
         """
-        _check_id(ledger_id, "ledger id")
-        _check_id(first, "first entry id")
-        _check_id(last, "last entry id")
+        check_id(ledger_id, "ledger id")
+        check_id(first, "first entry id")
+        check_id(last, "last entry id")
         if last < first:
             raise InvalidArgumentError(f"reversed range {first}..{last}")
         view = self._pinned_view(ledger_id)
@@ -292,21 +291,10 @@ class LocalSegmentStore(SegmentStore):
             LedgerNotFoundError, InvalidArgumentError (negative id or timeout),
             SegmentStoreError, AlreadyClosedError (also if the store is closed meanwhile).
         """
-        _check_id(ledger_id, "ledger id")
+        check_id(ledger_id, "ledger id")
         if timeout_s < 0:
             raise InvalidArgumentError(f"negative timeout {timeout_s}")
-        deadline = time.monotonic() + timeout_s
-        watcher = self._ensure_watcher()
-        while True:
-            generation = watcher.generation(ledger_id)
-            info = self.info(ledger_id)
-            if info.closed or info.fenced or info.last_entry_id > known_lac:
-                return info.last_entry_id
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return info.last_entry_id
-            watcher.wait_change(ledger_id, generation, min(remaining, watcher.recheck_interval))
-            self._check_open()
+        return self._ensure_watcher().wait_for_lac(self.info, self._check_open, ledger_id, known_lac, timeout_s)
 
     def watch(self, callback: Callable[[int], None]) -> Callable[[], None]:
         """Call ``callback(ledger_id)`` from a background thread whenever a ledger file changes
@@ -325,7 +313,7 @@ class LocalSegmentStore(SegmentStore):
             InvalidArgumentError (negative id), SegmentStoreError, AlreadyClosedError.
         """
         self._check_open()
-        path = self._path(_check_id(ledger_id, "ledger id"))
+        path = self._path(check_id(ledger_id, "ledger id"))
         try:
             os.unlink(path)
         except FileNotFoundError:
@@ -435,12 +423,6 @@ class LocalSegmentStore(SegmentStore):
         except LedgerNotFoundError:
             self._drop_view(view.ledger_id)
             raise
-
-
-def _check_id(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"{what} must be a non-negative int, not {value!r}")
-    return value
 
 
 def _unlink_quietly(path: str) -> None:

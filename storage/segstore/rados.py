@@ -77,7 +77,6 @@ import errno
 import logging
 import os
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -102,7 +101,7 @@ from storage.segstore._rados_io import (
 )
 from storage.segstore._rados_view import RadosReadView, object_reader, read_head
 from storage.segstore._rados_writer import RadosLedgerWriter
-from storage.segstore.base import LedgerInfo, SegmentStore
+from storage.segstore.base import LedgerInfo, SegmentStore, check_id
 
 __all__ = ["RadosLocation", "RadosSegmentStore", "import_rados"]
 
@@ -250,7 +249,7 @@ class RadosSegmentStore(SegmentStore):
                 raise SegmentStoreError(f"pool {location.pool!r} does not exist in {where}")
             self._ioctx = self._cluster.open_ioctx(location.pool)
             self._ioctx.set_namespace(location.namespace)
-            self._notifier = Notifier(self._ioctx, rados)
+            self._notifier = Notifier(self._ioctx, rados, self.list_ledgers)
         except rados.Error as exc:
             self._cluster.shutdown()
             raise SegmentStoreError(f"cannot open pool {location.pool!r} of {where}: {exc}") from exc
@@ -298,7 +297,7 @@ class RadosSegmentStore(SegmentStore):
                 id. AlreadyClosedError.
         """
         self._check_open()
-        lid = self.allocate_ledger_id() if ledger_id is None else _check_id(ledger_id, "ledger id")
+        lid = self.allocate_ledger_id() if ledger_id is None else check_id(ledger_id, "ledger id")
         rados = self._rados
         head = Head(OPEN, (0,))
         try:
@@ -333,7 +332,7 @@ class RadosSegmentStore(SegmentStore):
             AlreadyClosedError.
         """
         self._check_open()
-        lid = _check_id(ledger_id, "ledger id")
+        lid = check_id(ledger_id, "ledger id")
         rados = self._rados
         head = self._enter_fencing(lid)
         if isinstance(head, int):
@@ -402,7 +401,7 @@ class RadosSegmentStore(SegmentStore):
             LedgerNotFoundError, InvalidArgumentError (negative id), SegmentStoreError,
             AlreadyClosedError.
         """
-        return self._refresh(self._view(_check_id(ledger_id, "ledger id")))
+        return self._refresh(self._view(check_id(ledger_id, "ledger id")))
 
     def read_entries(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
         """Yield ``(entry_id, data)`` for ``first..last``, verifying every checksum.
@@ -412,9 +411,9 @@ class RadosSegmentStore(SegmentStore):
                 may see. CorruptedEntryError: at the first damaged entry (while iterating).
             LedgerNotFoundError, SegmentStoreError, AlreadyClosedError.
         """
-        _check_id(ledger_id, "ledger id")
-        _check_id(first, "first entry id")
-        _check_id(last, "last entry id")
+        check_id(ledger_id, "ledger id")
+        check_id(first, "first entry id")
+        check_id(last, "last entry id")
         if last < first:
             raise InvalidArgumentError(f"reversed range {first}..{last}")
         view = self._view(ledger_id)
@@ -432,30 +431,22 @@ class RadosSegmentStore(SegmentStore):
         Raises:
             LedgerNotFoundError, InvalidArgumentError, SegmentStoreError, AlreadyClosedError.
         """
-        _check_id(ledger_id, "ledger id")
+        check_id(ledger_id, "ledger id")
         if timeout_s < 0:
             raise InvalidArgumentError(f"negative timeout {timeout_s}")
-        deadline = time.monotonic() + timeout_s
-        notifier = self._notifier
-        while True:
-            generation = notifier.generation(ledger_id)
-            info = self.info(ledger_id)
-            if info.closed or info.fenced or info.last_entry_id > known_lac:
-                return info.last_entry_id
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return info.last_entry_id
-            notifier.wait_change(ledger_id, generation, min(remaining, notifier.recheck_interval))
-            self._check_open()
+        self._notifier.ensure_watch()
+        return self._notifier.wait_for_lac(self.info, self._check_open, ledger_id, known_lac, timeout_s)
 
     def watch(self, callback: Callable[[int], None]) -> Callable[[], None]:
-        """Call ``callback(ledger_id)`` when a writer of any process announces a change (``-1``
-        when notifications may have been lost). Returns the cancel function.
+        """Call ``callback(ledger_id)`` from a background thread when a writer of any process
+        announces a change (for every ledger when notifications may have been lost). Calls may be
+        spurious. Returns the cancel function.
 
         Raises:
             AlreadyClosedError.
         """
         self._check_open()
+        self._notifier.ensure_watch()
         return self._notifier.add_callback(callback)
 
     # --- housekeeping -----------------------------------------------------------------------------
@@ -466,7 +457,7 @@ class RadosSegmentStore(SegmentStore):
             InvalidArgumentError (negative id), SegmentStoreError, AlreadyClosedError.
         """
         self._check_open()
-        lid = _check_id(ledger_id, "ledger id")
+        lid = check_id(ledger_id, "ledger id")
         try:
             head = read_head(self._ioctx, self._rados, lid)
         except LedgerNotFoundError:
@@ -569,9 +560,3 @@ class RadosSegmentStore(SegmentStore):
             return 0
         except self._rados.Error as exc:
             raise translate(errno_of(exc), f"cannot stat {oid}", cause=exc) from None
-
-
-def _check_id(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"{what} must be a non-negative int, not {value!r}")
-    return value
