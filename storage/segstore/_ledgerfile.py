@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c_mod
 
-from storage.segstore._acks import MAX_ENTRY_SIZE
+from storage.segstore._queued import MAX_ENTRY_SIZE
 
 
 def _crc(data: bytes | bytearray | memoryview, value: int = 0) -> int:

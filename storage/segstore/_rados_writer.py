@@ -4,21 +4,18 @@
 from __future__ import annotations
 
 import errno
-import threading
 from array import array
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from storage._futures import FutureGroup
-from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, WriteCancelledError
+from storage.errors import DLError
 from storage.segstore import _ledgerfile as lf
-from storage.segstore._acks import MAX_ENTRY_SIZE, copy_error, entry_bytes, report_batch
+from storage.segstore._queued import ABORTED, Batch, QueuedLedgerWriter, copy_error
+from storage.segstore._queued import OPEN as WRITER_OPEN
 from storage.segstore._rados_io import CLOSED, OPEN, Head, append_error, errno_of, head_oid, part_oid
-from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 
-_OPEN, _CLOSING, _CLOSED, _ABORTED = "open", "closing", "closed", "aborted"
 #: Largest offset index kept in a closed ledger's head (8 bytes an entry); beyond it readers scan.
 MAX_INDEX_BYTES = 16 << 20
 
@@ -36,7 +33,7 @@ class _Op:
         self.completion: Any = None
 
 
-class RadosLedgerWriter(LedgerWriter):
+class RadosLedgerWriter(QueuedLedgerWriter):
     """Appends to one ledger's RADOS objects from a background thread.
 
     The thread takes what is queued (up to ``max_write_bytes``), encodes it as frames carrying
@@ -55,7 +52,10 @@ class RadosLedgerWriter(LedgerWriter):
 
     Before an object would exceed ``max_object_bytes`` the writer drains its pipeline, registers
     the next part in the head (``omap_cmp(state == "open")`` again) and goes on in a new object.
+    Queue, life cycle and reports: :class:`~storage.segstore._queued.QueuedLedgerWriter`.
     """
+
+    _thread_name = "rados-ledger"
 
     def __init__(
         self,
@@ -68,168 +68,41 @@ class RadosLedgerWriter(LedgerWriter):
         max_in_flight: int,
         on_change: Callable[[int], None],
     ) -> None:
+        super().__init__(ledger_id)
         self._ioctx = ioctx
         self._rados = rados_mod
-        self._ledger_id = ledger_id
         self._max_object = max_object_bytes
         self._max_write = max_write_bytes
         self._max_in_flight = max_in_flight
         self._on_change = on_change
-        self._futures = FutureGroup()
-        self._cond = threading.Condition(threading.Lock())
-        self._report_lock = threading.RLock()
-        self._queue: list[tuple[int, bytes]] = []
-        self._queue_futs: list[Future[int] | None] = []
         self._in_flight: deque[_Op] = deque()
-        self._listener: AckListener | None = None
-        self._state = _OPEN
-        self._error: DLError | None = None
-        self._next_id = 0
-        self._lac = NO_ENTRY
-        self._bytes = 0
         # the object being appended to (only the thread changes these)
         self._parts: list[int] = [0]
         self._ends: list[int] = []  # data end of each finished part
         self._part_bytes = 0
         self._part_created = False
         self._offsets = array("q")  # offset of each entry inside its part, for the closed index
-        self._close_result: int | DLError | None = None
-        self._thread: threading.Thread | None = None
-        #: Durability barriers so far: append operations sent (each completes on every replica).
-        self.sync_count = 0
 
-    # --- LedgerWriter ---------------------------------------------------------------------------
-    @property
-    def ledger_id(self) -> int:
-        return self._ledger_id
+    def _busy(self) -> bool:
+        return bool(self._in_flight)
 
-    @property
-    def last_add_confirmed(self) -> int:
-        return self._lac
-
-    @property
-    def bytes_written(self) -> int:
-        return self._bytes
-
-    def append_async(self, data: bytes) -> Future[int]:
-        """Queue ``data`` as the next entry (see :meth:`LedgerWriter.append_async`).
-
-        Raises:
-            AlreadyClosedError: the writer was closed or aborted.
-            InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
-        """
-        payload = entry_bytes(data)
-        fut: Future[int] = self._futures.new()
-        with self._cond:
-            self._check_state()
-            if self._error is not None:
-                fut.set_exception(copy_error(self._error))
-                return fut
-            self._enqueue(payload, fut)
-        return fut
-
-    def set_ack_listener(self, listener: AckListener) -> None:
-        """See :meth:`LedgerWriter.set_ack_listener`: called once per run of
-        :meth:`append_nowait` entries in each completed operation."""
-        self._listener = listener
-
-    def append_nowait(self, data: bytes) -> None:
-        """Queue ``data``; the ack listener learns its outcome (see :meth:`LedgerWriter.append_nowait`).
-
-        Raises:
-            AlreadyClosedError: the writer was closed or aborted.
-            InvalidArgumentError: no listener was set, or bad ``data``.
-        """
-        payload = data if type(data) is bytes and len(data) <= MAX_ENTRY_SIZE else entry_bytes(data)
-        if self._listener is None:
-            raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
-        with self._cond:
-            self._check_state()
-            self._enqueue(payload, None)
-
-    def _check_state(self) -> None:
-        if self._state != _OPEN:
-            raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
-
-    def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
-        """Queue one entry (``_cond`` held, state open) and wake the thread."""
-        self._queue.append((self._next_id, payload))
-        self._queue_futs.append(fut)
-        self._next_id += 1
-        if self._error is None:
-            self._bytes += len(payload)
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"rados-ledger-{self._ledger_id}", daemon=True)
-            self._thread.start()
-        self._cond.notify_all()
-
-    def close(self) -> int:
-        """Wait for outstanding appends, seal the ledger as closed (with its offset index), and
-        return its last entry id. A second call returns the same result.
-
-        Raises:
-            WriterFencedError: the ledger was fenced before it could be sealed.
-            SegmentStoreError: an append or the sealing failed (retriable for a timeout).
-            AlreadyClosedError: the writer was aborted.
-        """
-        with self._cond:
-            if self._state == _ABORTED:
-                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
-            if self._state == _OPEN:
-                self._state = _CLOSING
-                self._cond.notify_all()
-            while self._close_result is None and (self._queue or self._in_flight):
-                self._cond.wait()
-            if self._state == _ABORTED:
-                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
-            if self._close_result is None:
-                self._close_result = self._seal()
-                self._state = _CLOSED
-            result = self._close_result
-        self._join()
-        if isinstance(result, DLError):
-            raise copy_error(result)
-        return result
-
-    def abort(self) -> None:
-        """Stop without sealing: every pending append fails with ``WriteCancelledError`` at once
-        (an operation already sent may still be applied; recovery decides). Idempotent."""
-        with self._report_lock:
-            with self._cond:
-                if self._state in (_CLOSED, _ABORTED):
-                    return
-                self._state = _ABORTED
-                batches = [(op.entries, op.futs) for op in self._in_flight]
-                if self._queue:
-                    batches.append((self._queue, self._queue_futs))
-                self._in_flight.clear()
-                self._queue, self._queue_futs = [], []
-                self._cond.notify_all()
-            err = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
-            for entries, futs in batches:
-                self._report(entries, futs, err)
-        self._join()
+    def _take_in_flight(self) -> list[Batch]:
+        batches: list[Batch] = [(op.entries, op.futs) for op in self._in_flight]
+        self._in_flight.clear()
+        return batches
 
     # --- the thread -----------------------------------------------------------------------------
-    def _join(self) -> None:
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-
-    def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:
-        report_batch(self._ledger_id, entries, futs, exc, self._listener, self._futures)
-
     def _run(self) -> None:
         while True:
             with self._cond:
                 while True:
-                    if self._state == _ABORTED:
+                    if self._state == ABORTED:
                         return
                     if self._in_flight and self._in_flight[0].rc is not None:
                         break
                     if self._queue and len(self._in_flight) < self._max_in_flight:
                         break
-                    if not self._queue and not self._in_flight and self._state != _OPEN:
+                    if not self._queue and not self._in_flight and self._state != WRITER_OPEN:
                         self._cond.notify_all()
                         return
                     self._cond.wait()
@@ -246,7 +119,7 @@ class RadosLedgerWriter(LedgerWriter):
         with self._report_lock:
             for op in done:
                 with self._cond:
-                    if self._state == _ABORTED:  # abort() reported everything
+                    if self._state == ABORTED:  # abort() reported everything
                         return
                     if self._error is None and op.rc != 0:
                         self._error = append_error(op.rc or 0, self._ledger_id, op.part)

@@ -1,0 +1,282 @@
+"""What every ledger writer does the same way: a queue of entries taken by one background thread,
+the writer's life cycle (open, closing, closed, aborted), a sticky first error, and reports of
+settled entries to futures and the ack listener in entry-id order.
+
+:class:`QueuedLedgerWriter` is that front; a store's writer supplies the thread body (how queued
+entries become durable), what is in flight (for :meth:`~QueuedLedgerWriter.abort`) and sealing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import abstractmethod
+from concurrent.futures import Future
+from typing import cast
+
+from storage._futures import FutureGroup
+from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, WriteCancelledError
+from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
+
+#: Entries taken from the queue together: each (entry id, payload) and its future (None: append_nowait).
+Batch = tuple[list[tuple[int, bytes]], list[Future[int] | None]]
+
+OPEN, CLOSING, CLOSED, ABORTED = "open", "closing", "closed", "aborted"
+
+#: Largest payload of one entry (also a sanity bound when parsing frame lengths).
+MAX_ENTRY_SIZE = 64 * 1024 * 1024
+
+_log = logging.getLogger(__name__)
+
+
+def entry_bytes(data: object) -> bytes:
+    """``data`` as bytes, checked (no copy for bytes).
+
+    Raises:
+        InvalidArgumentError: not bytes-like, or larger than ``MAX_ENTRY_SIZE``.
+    """
+    if type(data) is not bytes:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentError(f"entry data must be bytes, not {type(data).__name__}")
+        data = bytes(data)
+    if len(data) > MAX_ENTRY_SIZE:
+        raise InvalidArgumentError(f"entry of {len(data)} bytes exceeds {MAX_ENTRY_SIZE}")
+    return data
+
+
+def copy_error(err: DLError) -> DLError:
+    """A fresh exception like ``err`` (one instance per future keeps tracebacks apart), with the
+    same ``retriable`` flag and cause."""
+    fresh = type(err)(str(err), retriable=err.retriable)
+    fresh.__cause__ = err.__cause__
+    return fresh
+
+
+def report_batch(
+    ledger_id: int,
+    entries: list[tuple[int, bytes]],
+    futs: list[Future[int] | None],
+    exc: DLError | None,
+    listener: AckListener | None,
+    futures: FutureGroup,
+) -> None:
+    """Settle ``entries`` in order: resolve each run of futures at once (to its entry ids, or
+    ``exc``), and tell ``listener`` once per run of ``None`` futures (``append_nowait`` entries).
+    The caller serializes reports."""
+    n = len(futs)
+    i = 0
+    while i < n:
+        j = i + 1
+        if futs[i] is None:
+            while j < n and futs[j] is None:
+                j += 1
+            assert listener is not None
+            try:
+                listener(j - i, entries[j - 1][0], exc)
+            except Exception:  # a listener must not raise; never let it stop the writer
+                _log.exception("ack listener of ledger %s failed", ledger_id)
+        else:
+            while j < n and futs[j] is not None:
+                j += 1
+            run = cast("list[Future[int]]", futs[i:j])
+            if exc is None:
+                futures.resolve(run, [entry_id for entry_id, _ in entries[i:j]])
+            else:
+                futures.resolve(run, exc=exc)
+        i = j
+
+
+class QueuedLedgerWriter(LedgerWriter):
+    """The front every ledger writer shares; the store's subclass writes what is queued.
+
+    Subclasses implement :meth:`_run` (the background thread: take ``_queue``/``_queue_futs``
+    under ``_cond``, make them durable, set ``_lac``, report with :meth:`_report` under
+    ``_report_lock``; return once nothing is queued or in flight and the state is not open),
+    :meth:`_busy` (anything in flight), :meth:`_take_in_flight` (for abort) and :meth:`_seal`.
+
+    Reports are serialized by ``_report_lock`` (taken before ``_cond``): whoever takes a batch
+    out of flight under ``_cond`` -- the thread when its write finished, or :meth:`abort` --
+    reports it before releasing ``_report_lock``, so reports never overtake each other and no
+    entry is reported twice. The thread waits on ``_cond`` and is woken when the queue stops
+    being empty or the state changes.
+    """
+
+    _thread_name = "ledger-writer"
+
+    def __init__(self, ledger_id: int) -> None:
+        self._futures = FutureGroup()  # cheap futures resolved a batch at a time
+        self._ledger_id = ledger_id
+        self._cond = threading.Condition(threading.Lock())
+        self._report_lock = threading.RLock()  # re-entrant: a listener may call abort()
+        self._queue: list[tuple[int, bytes]] = []
+        self._queue_futs: list[Future[int] | None] = []
+        self._listener: AckListener | None = None
+        self._state = OPEN
+        self._error: DLError | None = None  # sticky: every later append fails like this
+        self._next_id = 0
+        self._lac = NO_ENTRY
+        self._bytes = 0
+        self._close_result: int | DLError | None = None
+        self._thread: threading.Thread | None = None
+        #: Durability barriers issued for appends so far (fdatasync calls, RADOS operations).
+        self.sync_count = 0
+
+    # --- hooks ----------------------------------------------------------------------------------
+    @abstractmethod
+    def _run(self) -> None:
+        """The background thread's body (see the class docstring)."""
+
+    @abstractmethod
+    def _busy(self) -> bool:
+        """Whether a batch is in flight (``_cond`` held)."""
+
+    @abstractmethod
+    def _take_in_flight(self) -> list[Batch]:
+        """Take every batch in flight, oldest first, for :meth:`abort` to report (``_cond`` held)."""
+
+    @abstractmethod
+    def _seal(self) -> int | DLError:
+        """Seal the ledger as closed, once, with ``_cond`` held and nothing queued or in flight;
+        the last entry id, or the error to raise (``_error`` if one is set)."""
+
+    def _release(self) -> None:
+        """Free what the writer holds, after :meth:`abort` stopped the thread (``_cond`` held)."""
+
+    # --- LedgerWriter ---------------------------------------------------------------------------
+    @property
+    def ledger_id(self) -> int:
+        return self._ledger_id
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._lac
+
+    @property
+    def bytes_written(self) -> int:
+        return self._bytes
+
+    def append_async(self, data: bytes) -> Future[int]:
+        """Queue ``data`` as the next entry (see :meth:`LedgerWriter.append_async`).
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: ``data`` is not bytes-like or exceeds ``MAX_ENTRY_SIZE``.
+        """
+        payload = entry_bytes(data)
+        fut: Future[int] = self._futures.new()
+        with self._cond:
+            if self._state != OPEN:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+            if self._error is not None:
+                fut.set_exception(copy_error(self._error))
+                return fut
+            self._enqueue(payload, fut)
+            self._bytes += len(payload)
+        return fut
+
+    def set_ack_listener(self, listener: AckListener) -> None:
+        """See :meth:`LedgerWriter.set_ack_listener`: the listener is called once per run of
+        :meth:`append_nowait` entries in each group commit."""
+        self._listener = listener
+
+    def append_nowait(self, data: bytes) -> None:
+        """Queue ``data`` as the next entry; the ack listener learns its outcome (see
+        :meth:`LedgerWriter.append_nowait`). If the writer already failed, the entry is
+        queued anyway and reported failed, in order, by the thread.
+
+        Raises:
+            AlreadyClosedError: the writer was closed or aborted.
+            InvalidArgumentError: no listener was set, or ``data`` is not bytes-like or
+                exceeds ``MAX_ENTRY_SIZE``.
+        """
+        payload = data if type(data) is bytes and len(data) <= MAX_ENTRY_SIZE else entry_bytes(data)
+        if self._listener is None:
+            raise InvalidArgumentError("append_nowait needs an ack listener (set_ack_listener)")
+        with self._cond:  # _enqueue inlined: this runs once per entry
+            if self._state != OPEN:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+            queue = self._queue
+            queue.append((self._next_id, payload))
+            self._queue_futs.append(None)
+            self._next_id += 1
+            if self._error is None:
+                self._bytes += len(payload)
+            if self._thread is None:
+                self._start_thread()
+            if len(queue) == 1:
+                self._cond.notify_all()
+
+    def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
+        """Queue one entry (``_cond`` held, state open) and wake the thread."""
+        queue = self._queue
+        queue.append((self._next_id, payload))
+        self._queue_futs.append(fut)
+        self._next_id += 1
+        if self._thread is None:
+            self._start_thread()
+        if len(queue) == 1:  # the thread waits on an empty queue (or on its writes)
+            self._cond.notify_all()
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"{self._thread_name}-{self._ledger_id}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> int:
+        """Wait for outstanding appends, seal the ledger as closed, return its last entry id.
+
+        A second call returns the same result.
+
+        Raises:
+            WriterFencedError: the ledger was fenced before it could be sealed.
+            SegmentStoreError: an append or the sealing failed (retriable where the store says).
+            AlreadyClosedError: the writer was aborted.
+        """
+        with self._cond:
+            if self._state == ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._state == OPEN:
+                self._state = CLOSING
+                self._cond.notify_all()
+            while self._close_result is None and (self._queue or self._busy()):
+                self._cond.wait()
+            if self._state == ABORTED:
+                raise AlreadyClosedError(f"writer of ledger {self._ledger_id} was aborted")
+            if self._close_result is None:
+                self._close_result = self._seal()
+                self._state = CLOSED
+            result = self._close_result
+        self._join()
+        if isinstance(result, DLError):
+            raise copy_error(result)
+        return result
+
+    def abort(self) -> None:
+        """Stop without sealing: every pending append (queued, or in a batch being written)
+        fails with ``WriteCancelledError`` at once; a batch already being written may still
+        become durable (recovery decides). Waits for the thread, then releases what the writer
+        holds. Idempotent; a no-op after close."""
+        with self._report_lock:
+            with self._cond:
+                if self._state in (CLOSED, ABORTED):
+                    return
+                self._state = ABORTED
+                batches = [b for b in (*self._take_in_flight(), (self._queue, self._queue_futs)) if b[0]]
+                self._queue = []
+                self._queue_futs = []
+                self._cond.notify_all()
+            err = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
+            for entries, futs in batches:
+                self._report(entries, futs, err)
+        self._join()
+        with self._cond:
+            self._release()
+
+    # --- for the subclasses ---------------------------------------------------------------------
+    def _join(self) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:
+        """Resolve futures / call the listener for ``entries``, in order (``_report_lock`` held)."""
+        report_batch(self._ledger_id, entries, futs, exc, self._listener, self._futures)
