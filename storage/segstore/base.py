@@ -30,6 +30,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TypeVar
+
+_S = TypeVar("_S", bound="SegmentStore")
 
 #: LAC of a ledger that has no confirmed entry yet.
 NO_ENTRY = -1
@@ -253,6 +256,12 @@ class SegmentStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release resources (background threads, file handles)."""
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_id(value: int, what: str) -> int:

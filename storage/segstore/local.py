@@ -352,12 +352,6 @@ class LocalSegmentStore(SegmentStore):
         for view in views:
             view.release()
 
-    def __enter__(self) -> LocalSegmentStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- internals ------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:

@@ -506,12 +506,6 @@ class RadosSegmentStore(SegmentStore):
             self._ioctx.close()
             self._cluster.shutdown()
 
-    def __enter__(self) -> RadosSegmentStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # --- internals --------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
