@@ -1,4 +1,5 @@
-"""``dlog bench``: write and read throughput of N records of S bytes on a temporary log.
+"""``dlog bench``: write and read throughput of N records of S bytes on a temporary log (the command
+and its engine, :func:`run_bench`).
 
 The write phase times N ``AsyncLogWriter.write`` calls, the final ``flush()`` and every future's
 resolution (each record durable and visible); the read phase times a reader from ``1,0,0`` reading
@@ -18,7 +19,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from storage.cli import progressbar
+import click
+
+from storage.cli._common import READ_BATCH, State, err, out, pass_state, progress_wanted, progressbar
 from storage.config import Config
 from storage.dlsn import DLSN
 from storage.errors import UnexpectedError
@@ -26,9 +29,6 @@ from storage.impl.log_manager import LogManager
 from storage.impl.namespace import Namespace, open_namespace
 from storage.record import LogRecord
 
-__all__ = ["PhaseResult", "format_table", "run_bench"]
-
-READ_BATCH = 1000
 MIB = 1024 * 1024
 
 
@@ -150,3 +150,31 @@ def format_table(rows: list[PhaseResult]) -> list[str]:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+@click.command()
+@click.option("--records", "-n", type=click.IntRange(min=1), default=10_000, show_default=True, help="Records N.")
+@click.option("--size", "-s", type=click.IntRange(min=0), default=1024, show_default=True, help="Bytes S per record.")
+@click.option("--log", "log_name", metavar="NAME", help="Log to use (default: a temporary log, deleted afterwards).")
+@pass_state
+def bench(state: State, records: int, size: int, log_name: str | None) -> None:
+    """Measure write and read throughput of N records of S bytes on a temporary log.
+
+    Uses the namespace of --uri, or a temporary embedded namespace when none is given. Prints a
+    table (phase, records, bytes, seconds, records/s, MiB/s). Progress bar on a terminal.
+    """
+    progress = progress_wanted(prints_records=False)
+    results = run_bench(
+        state.uri,
+        state.conf(),
+        records=records,
+        size=size,
+        log_name=log_name,
+        progress=progress,
+        say=err if progress else None,
+    )
+    for line in format_table(results):
+        out(line)
+
+
+COMMANDS: tuple[click.Command, ...] = (bench,)
