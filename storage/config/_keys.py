@@ -369,7 +369,8 @@ _SPECS: tuple[KeySpec, ...] = (
         "rados", impl=True, min=65536),
     _i("radosMaxWriteBytes", 4 * 1024 * 1024, "Most bytes one group-commit append operation carries.",
         "rados", impl=True, min=4096),
-    _i("radosMaxInFlightWrites", 8, "Group-commit append operations in flight per ledger writer.",
+    _i("radosMaxInFlightWrites", 1, "Group-commit append operations in flight per ledger writer (guarded appends "
+        "are serialized by the OSD, so more in flight adds latency, not throughput).",
         "rados", impl=True, min=1),
     # --- bookkeeper ---------------------------------------------------------------------------
     _i("bkcZKSessionTimeoutSeconds", 30, "BookKeeper's ZooKeeper session timeout, in seconds.", "bookkeeper"),

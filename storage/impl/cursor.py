@@ -108,6 +108,7 @@ class Cursor:
         self._next_entry = 0
         self._iter: Iterator[tuple[int, bytes]] | None = None
         self._iter_limit = -1
+        self._sealed_limit: tuple[int, int] | None = None  # (ledger id, last entry) of a sealed ledger
         self._meta_dirty = True
         self.changed = threading.Event()
         self._cancels: list[Callable[[], None]] = [
@@ -182,9 +183,16 @@ class Cursor:
         return bool(self._buffer) or self._eos is not None
 
     def _visible_limit(self, seg: LogSegmentMetadata) -> int:
+        """The last entry of ``seg`` readers may see. Asks the segment store only when what is
+        known visible has been read (a round trip per ``readAheadMaxRecords`` records costs a
+        replicated store dearly), and once per completed segment (its ledger is sealed)."""
+        if self._iter is not None and self._next_entry <= self._iter_limit:
+            return self._iter_limit  # entries known visible are still unread
         if seg.in_progress:
             return self._store.last_add_confirmed(seg.ledger_id)
-        return self._store.info(seg.ledger_id).last_entry_id
+        if self._sealed_limit is None or self._sealed_limit[0] != seg.ledger_id:
+            self._sealed_limit = (seg.ledger_id, self._store.info(seg.ledger_id).last_entry_id)
+        return self._sealed_limit[1]
 
     def _read_some(self, seg: LogSegmentMetadata, limit: int) -> None:
         if self._iter is None or self._iter_limit != limit:

@@ -37,7 +37,10 @@ queued, up to ``radosMaxWriteBytes``, becomes ONE operation
 ``omap_cmp(state == "open") + append(frames)`` on the current data object, with up to
 ``radosMaxInFlightWrites`` in flight (the OSD applies one client's operations on one object in
 order) and acknowledgements strictly in entry order. A comparison makes the OSD serialize
-operations on the object, which is why each operation carries a whole group. After a failure or a
+operations on the object (a write that reads takes the object's exclusive lock until every
+replica has committed), which is why each operation carries a whole group and why the default
+window is one operation: measured, more in flight only queued at the OSD (64 KiB guarded
+appends: 429, 461, 431 ops/s at depth 1, 2, 8; p50 2.0, 3.6, 16 ms). After a failure or a
 timeout nothing is retried: the writer fails every later entry and recovery decides.
 
 Large ledgers roll, they are not striped: before a data object would pass ``radosMaxObjectBytes``
@@ -192,7 +195,7 @@ class RadosSegmentStore(SegmentStore):
         connect_timeout_s: int = 10,
         max_object_bytes: int = 64 << 20,
         max_write_bytes: int = 4 << 20,
-        max_in_flight: int = 8,
+        max_in_flight: int = 1,
         max_views: int = 256,
     ) -> None:
         """Connect to the cluster and open the pool.

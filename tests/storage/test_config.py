@@ -141,7 +141,7 @@ RADOS_DEFAULTS: dict[str, Any] = {
     "radosConnectTimeoutSeconds": 10,
     "radosMaxObjectBytes": 64 * 1024 * 1024,
     "radosMaxWriteBytes": 4 * 1024 * 1024,
-    "radosMaxInFlightWrites": 8,
+    "radosMaxInFlightWrites": 1,
 }
 
 
@@ -654,7 +654,7 @@ def test_rados_keys_defaults_group_and_typed_properties() -> None:
     assert conf.rados_connect_timeout_seconds == 10
     assert conf.rados_max_object_bytes == 67_108_864
     assert conf.rados_max_write_bytes == 4_194_304
-    assert conf.rados_max_in_flight_writes == 8
+    assert conf.rados_max_in_flight_writes == 1
 
 
 def test_rados_keys_set_and_bounds_accepted() -> None:
