@@ -5,7 +5,10 @@ its own process group, SIGKILLs the whole group (driver, JVM, Python workers) at
 moments, restarts it on the same checkpoint each time, while a producer thread appends input. At
 ``checkpoint_loss_at`` the checkpoint is also deleted, so that restart resumes from
 ``startingOffsets=committed:<output>``. A final ``Trigger.AvailableNow`` run catches up, then the
-output is compared with the input: multiset equality and input order.
+output is compared with the input: multiset equality and input order. By default the namespace
+is an embedded one in the work directory and Spark runs ``local[2]``; ``uri`` runs it on a given
+namespace (e.g. ZooKeeper + RADOS, bound beforehand) and ``master`` on another Spark master (e.g.
+``local-cluster[2,1,1024]``: two executor JVMs, killed with the rest of the pipeline's processes).
 
 ``retry_scenario`` (``python -m tests.spark.faults retry URI CHECKPOINT``) runs a streaming query
 on ``local[2,2]`` (a failed task is retried once) whose first attempt of partition 0 fails while
@@ -14,6 +17,8 @@ on ``local[2,2]`` (a failed task is retried once) whose first attempt of partiti
 Command line::
 
     python -m tests.spark.faults kill --kills 20 --seed 7     # prints "FAULTS ... lost=0 duplicated=0"
+    python -m tests.spark.faults kill --kills 4 --master 'local-cluster[2,1,1024]' \
+        --uri distributedlog://127.0.0.1:2181/dl-faults --segments 'rados://POOL?conf=/etc/ceph/ceph.conf'
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -110,11 +116,15 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _pipeline(uri: str, checkpoint: str, *extra: str, log_file: Path) -> subprocess.Popen[bytes]:
+def _pipeline(
+    uri: str, checkpoint: str, *extra: str, log_file: Path, master: str | None = None, max_per_trigger: int = 700
+) -> subprocess.Popen[bytes]:
     with open(log_file, "ab") as out:
         cmd = [sys.executable, str(PIPELINE), "--uri", uri, "--checkpoint", checkpoint, "--no-producer"]
+        if master is not None:
+            cmd += ["--master", master]
         return subprocess.Popen(
-            [*cmd, "--committed", "--max-per-trigger", "700", *extra],
+            [*cmd, "--committed", "--max-per-trigger", str(max_per_trigger), *extra],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=_env(),
@@ -204,14 +214,25 @@ def run_kill_harness(
     early_kill_share: float = 0.3,
     checkpoint_loss_at: int | None = 10,
     report: object = print,
+    uri: str | None = None,
+    master: str | None = None,
+    max_per_trigger: int = 700,
 ) -> HarnessResult:
     """SIGKILL the pipeline ``kills`` times at seeded random moments: a share ``early_kill_share``
     within ``max_delay_s`` of its query's start (often before its first commit), the others
-    ``min_delay_s`` to ``max_delay_s`` after its first batch; see the module docstring."""
+    ``min_delay_s`` to ``max_delay_s`` after its first batch; see the module docstring.
+
+    ``uri``: the namespace (default: an embedded one in ``workdir``); a ZooKeeper namespace must be
+    bound to its segment store already. Its logs ``events`` and ``enriched`` are used, and every
+    ledger of its segment store that no segment of any of its logs references counts as leaked, so
+    give it a namespace (and, on RADOS, a RADOS namespace) of its own. ``master``: the Spark master
+    of the pipeline (default: ``examples/pipeline.py``'s, ``local[2]``); ``max_per_trigger``: the
+    source's ``maxRecordsPerTrigger`` in every run (the final catch-up too)."""
     say = report if callable(report) else print
     rng = random.Random(seed)
     started = time.monotonic()
-    uri = f"distributedlog-local://{workdir / 'ns'}"
+    uri = uri or f"distributedlog-local://{workdir / 'ns'}"
+    spark_opts: dict[str, Any] = {"master": master, "max_per_trigger": max_per_trigger}
     checkpoint = str(workdir / "checkpoint")
     log_file = workdir / "pipeline.log"
     with storage.open_namespace(uri) as ns:
@@ -225,7 +246,7 @@ def run_kill_harness(
             if checkpoint_loss_at is not None and k == checkpoint_loss_at:
                 shutil.rmtree(checkpoint, ignore_errors=True)  # restart from committed:<output>
             run_log = workdir / f"run-{k:02d}.log"
-            proc = _pipeline(uri, checkpoint, "--run-seconds", "0", log_file=run_log)
+            proc = _pipeline(uri, checkpoint, "--run-seconds", "0", log_file=run_log, **spark_opts)
             _wait_for(run_log, '"event": "started"', proc)  # the JVM is up (its start takes ~8 s)
             if k == checkpoint_loss_at:
                 resumed_with = _starting_offsets(run_log)
@@ -242,12 +263,12 @@ def run_kill_harness(
             say(f"kill {k + 1}/{kills} after {delay:.1f}s: output={len(read_log(uri, 'enriched'))}")
     finally:
         produced = producer.stop()
-    proc = _pipeline(uri, checkpoint, "--catch-up", log_file=log_file)
+    proc = _pipeline(uri, checkpoint, "--catch-up", log_file=log_file, **spark_opts)
     if proc.wait(600) != 0:
         raise AssertionError(f"final catch-up run failed ({proc.returncode}); see {log_file}")
     with storage.open_namespace(uri) as ns:
         orphans = sweep(ns, older_than_ms=0)  # staged ledgers of killed tasks (never published)
-        published = {s.ledger_id for name in ("events", "enriched") for s in ns.open_log(name).log_segments()}
+        published = {s.ledger_id for name in ns.list_logs() for s in ns.open_log(name).log_segments()}
         leaked = len(set(ns.segstore.list_ledgers()) - published)
     n_in, n_out, lost, dup, disorder = compare(uri, "events", "enriched")
     assert n_in == produced, (n_in, produced)
@@ -340,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--kills", type=int, default=20)
     k.add_argument("--seed", type=int, default=20240501)
     k.add_argument("--workdir")
+    k.add_argument("--master", help="Spark master of the pipeline (default: local[2]), e.g. local-cluster[2,1,1024]")
+    k.add_argument("--uri", help="namespace (default: an embedded one in the work directory); give it one of its own")
+    k.add_argument("--segments", help="first bind the ZooKeeper namespace --uri to this segment store (rados://...)")
+    k.add_argument("--max-per-trigger", type=int, default=700, help="maxRecordsPerTrigger of the pipeline's source")
+    k.add_argument(
+        "--checkpoint-loss-at", type=int, default=10, help="delete the checkpoint before this start (-1: never)"
+    )
     r = sub.add_parser("retry", help="a task failing in write() on its first attempt")
     r.add_argument("uri")
     r.add_argument("checkpoint")
@@ -350,7 +378,20 @@ def main(argv: list[str] | None = None) -> int:
         print("RETRY " + json.dumps(retry_scenario(args.uri, args.checkpoint, args.marker, args.rows)), flush=True)
         return 0
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dl-faults-"))
-    result = run_kill_harness(workdir, kills=args.kills, seed=args.seed)
+    if args.segments:
+        if not args.uri:
+            p.error("--segments needs --uri (a ZooKeeper namespace)")
+        storage.bind_namespace(args.uri, segments=args.segments)
+    loss_at = None if args.checkpoint_loss_at < 0 else args.checkpoint_loss_at
+    result = run_kill_harness(
+        workdir,
+        kills=args.kills,
+        seed=args.seed,
+        checkpoint_loss_at=loss_at,
+        uri=args.uri,
+        master=args.master,
+        max_per_trigger=args.max_per_trigger,
+    )
     print(result.line())
     return 0 if result.ok else 1
 

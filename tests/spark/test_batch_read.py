@@ -15,7 +15,7 @@ def _payloads(prefix: str, n: int) -> list[bytes]:
     return [f"{prefix}-{i}".encode() for i in range(n)]
 
 
-@pytest.mark.parametrize("backend", ["embedded", "zookeeper"], indirect=True)
+@pytest.mark.parametrize("backend", ["embedded", "zookeeper", "zookeeper-rados"], indirect=True)
 def test_exact_rows_several_logs_and_segments_with_in_progress(spark, ns_uri: str) -> None:
     uri = ns_uri
     write_segments(uri, "a", [_payloads("a0", 7), _payloads("a1", 3), _payloads("a2", 11)])

@@ -51,8 +51,9 @@ def _run(spark, uri: str, ckpt: Path, *, source_log: str = "in", **source_opts: 
     return q
 
 
-def test_stream_exactly_once_across_restarts_and_replayed_batch(spark, tmp_path: Path) -> None:
-    uri = f"distributedlog-local://{tmp_path / 'ns'}"
+@pytest.mark.parametrize("backend", ["embedded", "zookeeper-rados"], indirect=True)
+def test_stream_exactly_once_across_restarts_and_replayed_batch(spark, ns_uri: str, tmp_path: Path) -> None:
+    uri = ns_uri
     ckpt = tmp_path / "ckpt"
     write_segments(uri, "in", [[b"a%02d" % i for i in range(20)]])
     q = _run(spark, uri, ckpt)

@@ -25,7 +25,7 @@ def _memory_query(df, name: str | None = None):
     return df.writeStream.format("memory").queryName(name).start(), name
 
 
-@pytest.mark.parametrize("backend", ["embedded", "zookeeper"], indirect=True)
+@pytest.mark.parametrize("backend", ["embedded", "zookeeper", "zookeeper-rados"], indirect=True)
 def test_stream_exact_rows_with_growing_in_progress_segment(spark, ns_uri: str) -> None:
     uri = ns_uri
     write_segments(uri, "a", [[b"a%d" % i for i in range(6)], [b"b%d" % i for i in range(4)]])
