@@ -33,6 +33,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -328,6 +329,13 @@ def zk_server() -> Iterator[ZooKeeperServer]:
         server.close()
         pytest.fail(str(e), pytrace=False)
     yield server
+    # Storage handles that a test process cached (the Spark layer keeps one namespace per URI and
+    # process) are closed while the server still answers: closed at exit, they would retry a
+    # server that is gone.
+    handles = sys.modules.get("dl_spark._handles")
+    if handles is not None:
+        with contextlib.suppress(Exception):
+            handles.close_all()
     server.close()
 
 
