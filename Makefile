@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo tour test lint bench clean venv zookeeper ceph
+.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,19 +52,25 @@ ceph: $(BIN)/python
 	echo "$(abspath $(VENV))/debian-rados" > "$$site/debian_rados.pth"
 	@$(BIN)/python -c "import rados" || { echo "the venv cannot import Debian's rados module (another Python ABI?)" >&2; exit 1; }
 
+## The jvm_shim jar, built in place (jvm_shim/lib/distributedlog-jvm-shim.jar) with the JDK's javac against
+## py4j's jar; a no-op when it is newer than every Java source. `pip install .` builds it too when a JDK is there.
+jvm: venv
+	$(BIN)/python -m jvm_shim.build
+
 ## Lint, type-check, then the whole test suite.
 test: venv lint zookeeper ceph
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench tools
-	$(BIN)/ruff format --check storage dl_spark pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff check storage dl_spark jvm_shim pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff format --check storage dl_spark jvm_shim pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/ceph_cluster.py
 
-bench: venv zookeeper
+bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
+	$(BIN)/python bench/bench_rados.py
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
 

@@ -1,7 +1,9 @@
-"""Install Apache DistributedLog in Python: the `storage` core (and, as they land, the Spark layer and the CLI)."""
+"""Install Apache DistributedLog in Python: the `storage` core, the Spark layer, the CLI and the JVM shim."""
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
@@ -12,6 +14,17 @@ from setuptools.command.build_py import build_py
 # installed into site-packages, makes every interpreter of the environment export itself as
 # PYSPARK_PYTHON unless the user set it (os.environ.setdefault), so no hand setting is needed.
 PTH = "distributedlog_pyspark.pth"
+HERE = Path(__file__).resolve().parent
+
+
+def _jvm_build_module() -> ModuleType:
+    """jvm_shim/build.py loaded by path: it imports only the standard library, while importing the
+    jvm_shim package (or storage) needs dependencies pip's isolated build environment does not have."""
+    spec = importlib.util.spec_from_file_location("_jvm_shim_build", HERE / "jvm_shim" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class BuildPyWithPth(build_py):
@@ -25,9 +38,26 @@ class BuildPyWithPth(build_py):
     def run(self) -> None:
         super().run()
         target = self.build_lib
-        if getattr(self, "editable_mode", False):
+        editable = getattr(self, "editable_mode", False)
+        if editable:
             target = self.get_finalized_command("install").install_lib
         self.copy_file(PTH, os.path.join(target, PTH))
+        self._build_jar(editable)
+
+    def _build_jar(self, editable: bool) -> None:
+        """The jvm_shim jar, when a JDK is present (jvm_shim.jar_path() builds it on first use otherwise).
+        An editable install builds it in place (jvm_shim/lib/, as `make jvm`). Never fails the install."""
+        build = _jvm_build_module()
+        if build.find_tool("javac") is None:
+            print("note: no javac (JDK) found: the jvm_shim jar is not built now (jvm_shim.jar_path() builds it)")
+            return
+        out = None if editable else Path(self.build_lib) / "jvm_shim" / "lib" / build.JAR_NAME
+        try:
+            jar = build.build_jar(out)
+        except Exception as e:  # JavaBuildError (no py4j jar yet, compile error), OSError
+            print(f"note: the jvm_shim jar is not built now ({e}); jvm_shim.jar_path() builds it on first use")
+            return
+        print(f"built {jar}")
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
         return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
@@ -45,9 +75,14 @@ setup(
     # the checkout (a "simple layout") instead of an import hook: Spark finds data sources by
     # listing sys.path with pkgutil.iter_modules, which does not see modules behind an import hook.
     package_dir={"": "."},
-    packages=find_packages(include=["storage", "storage.*", "dl_spark", "dl_spark.*"]),
+    packages=find_packages(include=["storage", "storage.*", "dl_spark", "dl_spark.*", "jvm_shim", "jvm_shim.*"]),
     py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
-    package_data={"storage": ["py.typed"], "dl_spark": ["py.typed"]},
+    package_data={
+        "storage": ["py.typed"],
+        "dl_spark": ["py.typed"],
+        # the Java sources ship too, so jvm_shim.jar_path() can (re)build the jar where it is installed
+        "jvm_shim": ["py.typed", "java/**/*.java", "java/src/main/resources/**/*", "lib/*.jar"],
+    },
     install_requires=[
         "pyspark==4.3.*",
         "kazoo>=2.9",

@@ -5,7 +5,7 @@
     dlog [--uri URI] [--conf FILE] [-v] COMMAND [ARGS]...
 
 Commands: ``bind``, ``list``, ``create``, ``delete``, ``show``, ``count``, ``dump``, ``tail``, ``write``,
-``truncate``, ``seal``, ``dlsn encode`` / ``dlsn decode`` and ``bench``; ``--help`` on each.
+``truncate``, ``seal``, ``dlsn encode`` / ``dlsn decode``, ``bench`` and ``gateway``; ``--help`` on each.
 
 Output conventions (stable, for scripts and ``grep``):
 
@@ -31,6 +31,7 @@ Layout of the package (each module one concern; only ``_common`` is shared):
 * ``_write``: commands that change a log (``write``, ``truncate``, ``seal``);
 * ``_dlsn``: ``dlsn encode`` / ``dlsn decode``;
 * ``_bench``: ``bench`` and its engine;
+* ``_gateway``: ``gateway`` (the py4j gateway of :mod:`jvm_shim`, imported only when it runs);
 * ``_entry``: the ``dlog`` group, its top-level options, and the entry points :func:`run` and :func:`main`.
 """
 

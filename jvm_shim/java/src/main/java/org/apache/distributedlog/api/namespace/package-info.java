@@ -1,0 +1,4 @@
+/**
+ * DistributedLog's namespace API.
+ */
+package org.apache.distributedlog.api.namespace;

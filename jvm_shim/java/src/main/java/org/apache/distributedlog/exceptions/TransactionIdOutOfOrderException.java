@@ -1,0 +1,45 @@
+package org.apache.distributedlog.exceptions;
+
+import org.apache.distributedlog.shim.RemoteError;
+
+/**
+ * Thrown when a transaction id is negative, {@code MAX_TXID}, or below the log's last transaction id.
+ */
+public class TransactionIdOutOfOrderException extends DLException {
+
+    private static final long serialVersionUID = 1L;
+
+    public static final long INVALID_TXID = -999;
+
+    private final long lastTxnId;
+
+    public TransactionIdOutOfOrderException(long smallerTxnId, long lastTxnId) {
+        super(StatusCode.TRANSACTION_OUT_OF_ORDER,
+              "Received smaller txn id " + smallerTxnId + ", last txn id is " + lastTxnId);
+        this.lastTxnId = lastTxnId;
+    }
+
+    public TransactionIdOutOfOrderException(long invalidTxnId) {
+        super(StatusCode.TRANSACTION_OUT_OF_ORDER,
+              "The txn id " + invalidTxnId + " is invalid and will break the sequence");
+        this.lastTxnId = INVALID_TXID;
+    }
+
+    /**
+     * An error raised by the Python storage core, carried across the gateway with its message.
+     *
+     * @param error the gateway's error description
+     */
+    public TransactionIdOutOfOrderException(RemoteError error) {
+        super(StatusCode.TRANSACTION_OUT_OF_ORDER, error);
+        this.lastTxnId = INVALID_TXID;
+    }
+
+    /**
+     * @return the log's last transaction id, or {@link #INVALID_TXID} when unknown (always, for errors
+     *         arriving from the gateway)
+     */
+    public long getLastTxnId() {
+        return lastTxnId;
+    }
+}
