@@ -491,23 +491,26 @@ class RadosSegmentStore(SegmentStore):
         return sorted(lid for name in names if (lid := parse_head_oid(name)) is not None)
 
     def close(self) -> None:
-        """Abort writers still open, stop watching, disconnect. Idempotent."""
+        """Abort writers still open, stop watching, disconnect. Idempotent. In a forked child it
+        only marks the store closed: librados state (threads, sockets, watches) does not survive
+        ``fork`` and must not be touched there."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             writers = list(self._writers)
             self._views.clear()
+        if os.getpid() != self._pid:
+            return
         for writer in writers:
             writer.abort()
         self._notifier.close()
-        if os.getpid() == self._pid:  # librados state does not survive fork: never touch it there
-            try:  # appends of aborted writers may still be in flight: their callbacks must run first
-                self._ioctx.aio_flush()
-            except self._rados.Error as exc:
-                _log.debug("aio_flush before shutdown failed: %s", exc)
-            self._ioctx.close()
-            self._cluster.shutdown()
+        try:  # appends of aborted writers may still be in flight: their callbacks must run first
+            self._ioctx.aio_flush()
+        except self._rados.Error as exc:
+            _log.debug("aio_flush before shutdown failed: %s", exc)
+        self._ioctx.close()
+        self._cluster.shutdown()
 
     # --- internals --------------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -249,3 +249,29 @@ def test_pipelined_appends_stay_in_order(rados_location: RadosLocation) -> None:
         assert writer.sync_count > 50  # many operations, several at a time
         assert writer.close() == 3999
     assert read_back(rados_location, lid) == list(range(4000))
+
+
+def test_forked_child_never_touches_the_parents_client(rados_location: RadosLocation) -> None:
+    """Spark forks Python workers from a daemon: a store inherited across fork refuses use with a
+    clear error and closes without touching librados; the parent's client goes on working."""
+    import os
+
+    with rados_store(rados_location) as store:
+        writer = store.create_ledger()
+        writer.append(b"before fork")
+        store.watch(lambda _lid: None)  # a live watch the child inherits
+        pid = os.fork()
+        if pid == 0:  # the child: report by exit code only
+            code = 1
+            try:
+                store.info(writer.ledger_id)
+            except SegmentStoreError as exc:
+                code = 0 if "forked child" in str(exc) else 2
+            started = time.monotonic()
+            store.close()
+            os._exit(code if time.monotonic() - started < 1 else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        writer.append(b"after fork")
+        assert writer.close() == 1
+        assert [d for _, d in store.read_entries(writer.ledger_id, 0, 1)] == [b"before fork", b"after fork"]
