@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,41 @@ def test_notebook(tmp_path: Path, subprocess_env: dict[str, str], monkeypatch: p
     assert "NOTEBOOK OK batch=800 streamed=800+200" in text, text[-3000:]
     assert "first run streamed: 800 rows" in text
     assert "second run streamed: 200 rows" in text
+
+
+def test_java_log_example(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    """examples/java/LogExample.java, compiled and run with the commands of its header comment; then
+    Python reads the log it wrote, and a second run on the same log refuses."""
+    import storage
+    from jvm_shim import build
+
+    javac, java = build.find_tool("javac"), build.find_tool("java")
+    if javac is None or java is None:
+        pytest.skip("no JDK")
+    import jvm_shim
+
+    header = (EXAMPLES / "java" / "LogExample.java").read_text()
+    assert 'javac --release 17 -cp "$SHIM" -d /tmp/log-example examples/java/LogExample.java' in header
+    classpath = [str(jvm_shim.jar_path()), str(jvm_shim.py4j_jar())]
+    classes = tmp_path / "classes"
+    run(
+        [javac, "--release", "17", "-cp", classpath[0], "-d", str(classes), "examples/java/LogExample.java"],
+        subprocess_env,
+    )
+    env = dict(subprocess_env, DLOG_PYTHON=sys.executable)
+    env.pop("DLOG_GATEWAY", None)
+    uri = f"distributedlog-local://{tmp_path}/ns"
+    cmd = [java, "-cp", os.pathsep.join([*classpath, str(classes)]), "LogExample", uri, "events", "1000"]
+    out = run(cmd, env, timeout=120)
+    assert "SUMMARY OK records=2000 in order: true" in out.stdout
+    assert "txid 1001 is at DLSN{logSegmentSequenceNo=2, entryId=0, slotId=0}: async-1" in out.stdout
+
+    with storage.open_namespace(uri) as ns, ns.open_log("events") as dlm:
+        assert dlm.record_count() == 2000 and dlm.last_txid() == 2000
+        with dlm.open_reader(1001) as reader:
+            first = reader.read_next(non_blocking=True)
+        assert first is not None and first.payload == b"async-1"
+        assert f"(serialized {first.dlsn.serialize()})" in out.stdout
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "already exists" in again.stderr
