@@ -21,7 +21,13 @@ Response (``byte[]``)::
     ok:         u32 n (big-endian), n bytes of UTF-8 JSON (the result object), then the binary
                 result (records or DLSNs) to the end
     error:      UTF-8 JSON {"class": "<storage.errors class name>", "code": <DistributedLog
-                status code or null>, "retriable": <bool>, "message": "<text>"}
+                status code or null>, "retriable": <bool>, "message": "<text>",
+                "details": {...}}     ("details" optional: present only when the error carries any)
+
+``details`` holds what an error class knows beyond its message, with only the known, non-null fields:
+``current_owner`` (str) of ``OwnershipAcquireFailedError``; ``txid`` and ``last_txid`` (int) of
+``TransactionIdOutOfOrderError``. Readers ignore fields (and a ``details`` object) they do not know,
+so older peers keep working either way.
 
 The Java side maps ``class`` to its exception (``OwnershipAcquireFailedError`` ->
 ``org.apache.distributedlog.exceptions.OwnershipAcquireFailedException`` and so on; unknown classes
@@ -71,7 +77,11 @@ op                                args                             result
 ``reader.read``                   ``reader``, ``max``,             ``{"count": int}``; data: records
                                   ``waitMs`` (0: what is there;
                                   -1: until one record; n > 0:
-                                  up to n ms for one record)
+                                  up to n ms for one record),
+                                  ``maxBytes`` (opt: stop adding
+                                  records once their payloads
+                                  reach this many bytes; at least
+                                  one record is returned)
 ``reader.close``                  ``reader``                       -
 ================================  ===============================  ================================
 
@@ -80,6 +90,13 @@ number (batches of one writer are numbered 1, 2, ... in call order); ``writer.aw
 every record of that batch is durable and returns their DLSNs, or fails with the first record's
 error. A Java writer therefore pipelines: one thread submits batches in order, another awaits
 them in order, and no round trip is made per record.
+
+``writer.await`` waits until the batch is *transmitted* (written to the segment store and
+acknowledged); it does not transmit anything itself. Records stay in the writer's output buffer until
+the buffer fills (``writerOutputBufferSize``), the periodic flush runs
+(``periodicFlushFrequencyMilliSeconds``), ``enableImmediateFlush`` is set, or a ``writer.flush`` /
+``writer.close`` is called: with none of those, an await of the last batch blocks until a flush, so a
+writer that waits for its last records must call ``writer.flush`` (or close) first.
 """
 
 from __future__ import annotations
@@ -112,11 +129,29 @@ def ok(result: dict[str, Any] | None = None, data: bytes = b"") -> bytes:
 def error(exc: BaseException) -> bytes:
     """An error response describing ``exc`` (a :class:`DLError`, or any other exception as
     ``UnexpectedError``)."""
+    doc: dict[str, Any]
     if isinstance(exc, DLError):
         doc = {"class": type(exc).__name__, "code": exc.code, "retriable": exc.retriable, "message": str(exc)}
+        details = error_details(exc)
+        if details:
+            doc["details"] = details
     else:
         doc = {"class": "UnexpectedError", "code": None, "retriable": False, "message": f"{type(exc).__name__}: {exc}"}
     return bytes([ERROR]) + json.dumps(doc).encode()
+
+
+#: The attributes of error classes carried in an error response's ``details`` (when not None).
+DETAIL_FIELDS = ("current_owner", "txid", "last_txid")
+
+
+def error_details(exc: DLError) -> dict[str, Any]:
+    """``exc``'s known detail attributes that are set (see :data:`DETAIL_FIELDS`)."""
+    out: dict[str, Any] = {}
+    for name in DETAIL_FIELDS:
+        value = getattr(exc, name, None)
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            out[name] = value
+    return out
 
 
 def parse_response(raw: bytes) -> tuple[dict[str, Any], bytes]:
@@ -135,7 +170,13 @@ def parse_response(raw: bytes) -> tuple[dict[str, Any], bytes]:
         cls = getattr(errors, str(doc.get("class")), None)
         if not (isinstance(cls, type) and issubclass(cls, DLError)):
             cls = errors.UnexpectedError
-        raise cls(str(doc.get("message", "")))
+        exc = cls(str(doc.get("message", "")))
+        details = doc.get("details")
+        if isinstance(details, dict):
+            for name in DETAIL_FIELDS:
+                if name in details and hasattr(exc, name):
+                    setattr(exc, name, details[name])
+        raise exc
     if raw[0] != OK or len(raw) < 5:
         raise InvalidArgumentError(f"malformed gateway response (status {raw[0]})")
     (n,) = _U32.unpack_from(raw, 1)
@@ -157,19 +198,30 @@ def decode_records(data: bytes | bytearray | memoryview) -> list[LogRecord]:
     Raises:
         InvalidArgumentError: truncated or malformed data.
     """
-    view = memoryview(data)
+    buf = data if isinstance(data, bytes) else bytes(data)  # slicing bytes copies once, no memoryview
     out: list[LogRecord] = []
-    pos = 0
+    append = out.append
+    unpack_from = _WRITE_HEAD.unpack_from
+    new = LogRecord.__new__
     size = _WRITE_HEAD.size
-    while pos < len(view):
-        if pos + size > len(view):
-            raise InvalidArgumentError(f"truncated record header at byte {pos}")
-        txid, n = _WRITE_HEAD.unpack_from(view, pos)
-        pos += size
-        if n < 0 or pos + n > len(view):
-            raise InvalidArgumentError(f"record payload of {n} bytes at byte {pos} runs past the data")
-        out.append(LogRecord(txid, bytes(view[pos : pos + n])))
-        pos += n
+    total = len(buf)
+    pos = 0
+    try:
+        while pos < total:
+            txid, n = unpack_from(buf, pos)
+            start = pos + size
+            pos = start + n
+            if n < 0 or pos > total:
+                raise InvalidArgumentError(f"record payload of {n} bytes at byte {start} runs past the data")
+            # txid is an i64 and the payload bytes by construction: what LogRecord() checks holds already
+            rec = new(LogRecord)
+            rec.txid = txid
+            rec.payload = buf[start:pos]
+            rec.flags = 0
+            rec.position_within_segment = 0
+            append(rec)
+    except struct.error:
+        raise InvalidArgumentError(f"truncated record header at byte {pos}") from None
     return out
 
 

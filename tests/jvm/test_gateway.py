@@ -89,7 +89,7 @@ class Client:
 def envelope(raw: bytes) -> dict[str, Any]:
     assert raw[:1] == bytes([protocol.ERROR]), f"not an error response: {raw[:200]!r}"
     doc = json.loads(raw[1:].decode())
-    assert set(doc) == {"class", "code", "retriable", "message"}
+    assert {"class", "code", "retriable", "message"} <= set(doc) <= {"class", "code", "retriable", "message", "details"}
     return dict(doc)
 
 
@@ -374,6 +374,7 @@ def test_storage_errors_keep_their_class_code_and_flags(c: Client, uri: str) -> 
     err = c.error("writer.write", protocol.encode_records([LogRecord(9, b"y")]), writer=writer)
     assert (err["class"], err["code"]) == ("TransactionIdOutOfOrderError", 513)
     assert "9" in err["message"]
+    assert err["details"] == {"txid": 9, "last_txid": 10}
     err = c.error("writer.write", protocol.encode_records([LogRecord(11, b"z" * 1_100_000)]), writer=writer)
     assert (err["class"], err["code"]) == ("LogRecordTooLongError", 413)
     err = c.error("namespace.open", uri=uri + "-other", conf={"noSuchKey": 1})
@@ -394,6 +395,7 @@ def test_writer_of_an_owned_log_fails_with_ownership_error(c: Client, uri: str, 
         err = c.error("writer.open", log=log)
         assert (err["class"], err["code"], err["retriable"]) == ("OwnershipAcquireFailedError", 302, True)
         assert py_ns.client_id in err["message"]
+        assert err["details"] == {"current_owner": py_ns.client_id}
         py_writer.write(LogRecord(1, b"python")).result(10)
         py_writer.close()
         # free again: the gateway's writer takes over, and then a Python writer is refused
@@ -543,3 +545,55 @@ def test_writer_abort_leaves_the_segment_for_recovery(c: Client, uri: str, py_ns
         dlm.open_async_writer().close()  # recovers the in-progress segment
         with dlm.open_reader(DLSN.INITIAL) as r:
             assert [x.dlsn for x in r.read_bulk(10, non_blocking=True)] == acked
+
+
+def test_error_details_round_trip_and_are_optional() -> None:
+    raw = protocol.error(storage.TransactionIdOutOfOrderError("m", txid=3, last_txid=7))
+    assert json.loads(raw[1:])["details"] == {"txid": 3, "last_txid": 7}
+    with pytest.raises(storage.TransactionIdOutOfOrderError) as e:
+        protocol.parse_response(raw)
+    assert (e.value.txid, e.value.last_txid, str(e.value)) == (3, 7, "m")
+    raw = protocol.error(storage.OwnershipAcquireFailedError("held", current_owner="vm:1:2"))
+    with pytest.raises(storage.OwnershipAcquireFailedError) as o:
+        protocol.parse_response(raw)
+    assert o.value.current_owner == "vm:1:2"
+    assert "details" not in json.loads(protocol.error(storage.LogNotFoundError("x"))[1:])  # nothing to carry
+    assert "details" not in json.loads(protocol.error(storage.OwnershipAcquireFailedError("x"))[1:])
+
+
+def test_decode_records_rejects_truncated_data() -> None:
+    data = protocol.encode_records([LogRecord(1, b"abc"), LogRecord(2, b""), LogRecord(3, bytes(300))])
+    for buf in (data, bytearray(data), memoryview(data)):
+        got = protocol.decode_records(buf)
+        assert [(r.txid, r.payload, r.flags, r.position_within_segment) for r in got] == [
+            (1, b"abc", 0, 0),
+            (2, b"", 0, 0),
+            (3, bytes(300), 0, 0),
+        ]
+        assert all(type(r.payload) is bytes for r in got)
+    with pytest.raises(storage.InvalidArgumentError, match="truncated record header"):
+        protocol.decode_records(data[:5])
+    with pytest.raises(storage.InvalidArgumentError, match="runs past the data"):
+        protocol.decode_records(data[:-1])
+    with pytest.raises(storage.InvalidArgumentError, match="runs past the data"):
+        protocol.decode_records(bytes(8) + b"\xff\xff\xff\xff")
+
+
+def test_read_max_bytes(c: Client, uri: str, py_ns: storage.Namespace) -> None:
+    with py_ns.open_log("sized") as dlm, dlm.open_writer() as w:
+        for t in range(1, 11):
+            w.write(LogRecord(t, bytes([t]) * 100))
+        w.flush()
+    reader = c("reader.open", log=c.open_log("sized", uri=uri), dlsn="1,0,0")["reader"]
+    txids: list[list[int]] = []
+    for _ in range(5):
+        res, data = c.data("reader.read", reader=reader, max=4, waitMs=1000, maxBytes=250)
+        got = list(protocol.decode_read(data))
+        assert res["count"] == len(got)
+        txids.append([t for _, t, _, _ in got])
+    # the third record reaches 250 bytes: 3 a read (the cut-off rest comes first next time), never more than max
+    assert [t for batch in txids for t in batch] == list(range(1, 11))
+    assert all(1 <= len(b) <= 3 for b in txids), txids
+    res, data = c.data("reader.read", reader=reader, max=4, waitMs=0, maxBytes=1)
+    assert res["count"] == 0
+    assert c.error("reader.read", reader=reader, max=4, maxBytes=0)["class"] == "InvalidArgumentError"

@@ -12,6 +12,8 @@ import org.apache.distributedlog.api.LogWriter;
 import org.apache.distributedlog.api.namespace.Namespace;
 import org.apache.distributedlog.api.namespace.NamespaceBuilder;
 import org.apache.distributedlog.exceptions.DLException;
+import org.apache.distributedlog.exceptions.OwnershipAcquireFailedException;
+import org.apache.distributedlog.exceptions.TransactionIdOutOfOrderException;
 import org.apache.distributedlog.shim.RemoteError;
 
 /**
@@ -25,6 +27,9 @@ import org.apache.distributedlog.shim.RemoteError;
  *       Python class and code come from DLException.getRemoteError() ("-" when the exception was raised on the
  *       Java side or is not a DLException); newlines in the message are replaced by spaces
  *   NOERROR &lt;case&gt;     the case raised nothing
+ *   D &lt;case&gt; &lt;getter&gt;=&lt;value&gt; ...   after the E line of an exception with detail getters:
+ *       OwnershipAcquireFailedException: currentOwner=&lt;getCurrentOwner()&gt;
+ *       TransactionIdOutOfOrderException: txnId=&lt;getTxnId()&gt; lastTxnId=&lt;getLastTxnId()&gt;
  * cases:
  *   invalid-name        Namespace.createLog("bad name")                      (space in the name)
  *   log-not-found       Namespace.deleteLog of a log that does not exist
@@ -68,6 +73,16 @@ public final class ShimErrors {
             }
             LINES.add("E " + name + " " + t.getClass().getName() + " " + py + " " + code + " "
                 + String.valueOf(t.getMessage()).replace('\n', ' '));
+            System.out.println(LINES.get(LINES.size() - 1));
+            if (t instanceof OwnershipAcquireFailedException) {
+                LINES.add("D " + name + " currentOwner=" + ((OwnershipAcquireFailedException) t).getCurrentOwner());
+            } else if (t instanceof TransactionIdOutOfOrderException) {
+                TransactionIdOutOfOrderException x = (TransactionIdOutOfOrderException) t;
+                LINES.add("D " + name + " txnId=" + x.getTxnId() + " lastTxnId=" + x.getLastTxnId());
+            } else {
+                System.out.flush();
+                return;
+            }
         }
         System.out.println(LINES.get(LINES.size() - 1));
         System.out.flush();

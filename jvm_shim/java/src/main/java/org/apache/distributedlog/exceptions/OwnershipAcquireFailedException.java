@@ -24,11 +24,12 @@ public class OwnershipAcquireFailedException extends LockingException {
      */
     public OwnershipAcquireFailedException(RemoteError error) {
         super(StatusCode.FOUND, error);
-        this.currentOwner = null;
+        this.currentOwner = error.getDetailString("current_owner");
     }
 
     /**
-     * @return the current owner of the log, or {@code null} when the gateway did not report it
+     * @return the current owner of the log (for an error from the gateway: its {@code current_owner} detail), or
+     *         {@code null} when the gateway did not report it
      */
     public String getCurrentOwner() {
         return currentOwner;

@@ -151,6 +151,12 @@ public final class GatewayConnection implements AutoCloseable {
         return decode(op, raw);
     }
 
+    /** The {@code details} object of an error response (optional; anything else counts as none). */
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> details(Object details) {
+        return details instanceof Map ? (Map<String, Object>) details : null;
+    }
+
     static Response decode(String op, byte[] raw) throws IOException {
         if (raw == null || raw.length == 0) {
             throw new UnexpectedException("empty gateway response to " + op);
@@ -168,7 +174,8 @@ public final class GatewayConnection implements AutoCloseable {
                 String.valueOf(doc.get("class")),
                 code instanceof Number ? Integer.valueOf(((Number) code).intValue()) : null,
                 Boolean.TRUE.equals(doc.get("retriable")),
-                doc.get("message") == null ? "" : String.valueOf(doc.get("message")));
+                doc.get("message") == null ? "" : String.valueOf(doc.get("message")),
+                details(doc.get("details")));
             Exception e = Errors.toException(err);
             if (e instanceof IOException) {
                 throw (IOException) e;

@@ -1,0 +1,161 @@
+"""JVM shim benchmark: Java async writes through the py4j gateway ÷ the Python async writer, same run.
+
+Run::
+
+    .venv/bin/python bench/bench_jvm.py [--records N (100,000)] [--sizes 1024,100] [--reps 3] [--dir PATH]
+
+For each record size: the Python async writer (``storage``, in this process) writes N records to a fresh
+log of an embedded namespace, once untimed (warm-up) and then ``--reps`` times timed; then one JVM runs
+``tests/jvm/java/ShimBench.java`` (compiled here against :func:`jvm_shim.jar_path`) on the same namespace: it
+starts its own gateway process (this interpreter), writes N records untimed (warm-up: JIT, gateway, py4j
+connections), then ``--reps`` timed rounds of N records with ``AsyncLogWriter.write`` (one call per record; the
+shim batches them across the bridge), each on a fresh log. Both sides use the same writer configuration
+(:func:`bench._common.writer_conf`: 64 KiB output buffer, no periodic or immediate flush, one segment) and the
+same payload. Prints one markdown table: medians of the timed rounds and their ratio (target >= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+# _common first: it puts the checkout on sys.path for `storage`
+from _common import (
+    REPO,
+    fmt_bytes,
+    make_base,
+    median,
+    remove_base,
+    timed_async_writes,
+    writer_conf,
+    yes_no,
+)
+
+import storage
+
+TARGET = 0.5
+JAVA_BENCH = REPO / "tests" / "jvm" / "java" / "ShimBench.java"
+
+
+def payload(size: int) -> bytes:
+    """The bytes ShimBench writes: byte i is i % 256."""
+    return bytes(i % 256 for i in range(size))
+
+
+def python_rates(uri: str, records: int, size: int, reps: int) -> list[float]:
+    """Records/s of the Python async writer: one warm-up round, then ``reps`` timed rounds, fresh logs."""
+    data = payload(size)
+    rates: list[float] = []
+    with storage.open_namespace(uri, writer_conf()) as ns:
+        for rep in range(reps + 1):
+            recs = [storage.LogRecord(t, data) for t in range(1, records + 1)]
+            with ns.open_log(f"py-{size}-{rep}") as dlm:
+                aw = dlm.open_async_writer()
+                try:
+                    seconds, _ = timed_async_writes(aw, recs)
+                finally:
+                    aw.close()
+            if rep > 0:
+                rates.append(records / seconds)
+    return rates
+
+
+def compile_bench(out: Path) -> str:
+    """Compile ShimBench against the shim jar; the classpath to run it with."""
+    import jvm_shim
+
+    jar = str(jvm_shim.jar_path())
+    subprocess.run(["javac", "--release", "17", "-cp", jar, "-d", str(out), str(JAVA_BENCH)], check=True)
+    return os.pathsep.join([jar, str(jvm_shim.py4j_jar()), str(out)])
+
+
+def java_rates(classpath: str, uri: str, records: int, size: int, reps: int) -> list[float]:
+    """Records/s of ShimBench's timed rounds (after its warm-up round in the same JVM)."""
+    env = dict(os.environ)
+    env["DLOG_PYTHON"] = sys.executable
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    conf = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in writer_conf().items()]
+    cmd = ["java", "-cp", classpath, "ShimBench", uri, f"java-{size}", str(records), str(size), str(reps), *conf]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    rates = [float(line.split()[4]) for line in p.stdout.splitlines() if line.startswith("RATE ")]
+    if p.returncode != 0 or len(rates) != reps:
+        raise SystemExit(f"ShimBench failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return rates
+
+
+def _cell(rate: float, size: int) -> str:
+    return f"{rate:,.0f} rec/s ({rate * size / 1e6:,.1f} MB/s)"
+
+
+def render(records: int, reps: int, rows: list[tuple[int, list[float], list[float]]], seconds: float) -> str:
+    lines = [
+        f"## Java async writes through the shim ÷ the Python async writer: {records:,} records, "
+        f"median of {reps} after a warm-up",
+        "",
+        "| record size | Python async writer | Java `AsyncLogWriter` via shim | Java ÷ Python | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    met = []
+    for size, py, jv in rows:
+        pm, jm = median(py), median(jv)
+        ratio = jm / pm
+        met.append(ratio >= TARGET)
+        lines.append(
+            f"| {fmt_bytes(size) if size >= 1024 else f'{size} B'} | {_cell(pm, size)} | {_cell(jm, size)} "
+            f"| {ratio:.2f} "
+            f"| >= {TARGET:g} | {yes_no(ratio >= TARGET)} |"
+        )
+    lines += [
+        "",
+        f"Targets met: {sum(met)}/{len(met)}. Whole benchmark: {seconds:.0f} s.",
+        "",
+        "Methodology: one machine, one embedded namespace (`distributedlog-local://`) for both sides; writer "
+        "configuration writerOutputBufferSize 64 KiB, no periodic or immediate flush, maxLogSegmentBytes 1 GiB, "
+        "no time-based rolling. Python: `aw.write()` per record (records built beforehand), the final "
+        "`flush()` and every future resolved (bench/_common.py `timed_async_writes`; writer open/close "
+        "untimed), one untimed round first. Java: one JVM (tests/jvm/java/ShimBench.java) that starts its own "
+        "gateway process; after an untimed round of the same size in the same JVM (JIT, gateway, py4j "
+        "connections warm), each timed round runs from the first `AsyncLogWriter.write()` (one call per "
+        "record, one shared payload array) to every future completed, `asyncClose()` issued after the last "
+        "write so the buffered tail is transmitted (writer open untimed). Every round uses a fresh log. "
+        "Rates are medians of the timed rounds; MB/s counts payload bytes (1 MB = 10^6 bytes).",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=100_000, help="records per round (default 100,000)")
+    parser.add_argument("--sizes", default="1024,100", help="record sizes in bytes (default 1024,100)")
+    parser.add_argument("--reps", type=int, default=3, help="timed rounds per side (default 3)")
+    parser.add_argument("--dir", type=Path, default=None, help="data directory (default: under bench-data)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    started = time.perf_counter()
+    base, created = make_base("jvm", args.dir)
+    try:
+        uri = f"distributedlog-local://{base / 'ns'}"
+        with tempfile.TemporaryDirectory(prefix="dl-bench-jvm-classes-") as classes:
+            classpath = compile_bench(Path(classes))
+            rows = []
+            for size in sizes:
+                print(f"{size} B records: Python async writer ...", file=sys.stderr, flush=True)
+                py = python_rates(uri, args.records, size, args.reps)
+                print(f"{size} B records: Java through the shim ...", file=sys.stderr, flush=True)
+                jv = java_rates(classpath, uri, args.records, size, args.reps)
+                print(f"  python {[round(r) for r in py]}  java {[round(r) for r in jv]}", file=sys.stderr)
+                rows.append((size, py, jv))
+        print(render(args.records, args.reps, rows, time.perf_counter() - started))
+    finally:
+        remove_base(base, created)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
