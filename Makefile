@@ -71,6 +71,7 @@ bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
 	$(BIN)/python bench/bench_rados.py
+	$(BIN)/python bench/bench_jvm.py
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
 
