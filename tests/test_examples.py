@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark_submit import spark_submit
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-#: spark-submit as pyspark installs it next to this interpreter (.venv/bin/spark-submit).
-SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 300, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -53,18 +53,9 @@ def test_producer_consumer(tmp_path: Path, subprocess_env: dict[str, str]) -> No
 def test_spark_submit_job(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """The command the job's docstring gives, from the checkout: the venv's spark-submit with
     PYSPARK_PYTHON, plus conf/spark-defaults.conf (loopback, no UI)."""
-    env = {k: v for k, v in subprocess_env.items() if k not in ("PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env, submit = spark_submit(subprocess_env)
     cmd = [
-        str(SPARK_SUBMIT),
-        "--properties-file",
-        "conf/spark-defaults.conf",
-        # the file names .venv/bin/python relative to the checkout; this interpreter may live elsewhere
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
+        *submit,
         "examples/spark_submit_job.py",
         "--uri",
         f"distributedlog-local://{tmp_path}/ns",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -20,11 +19,11 @@ import pytest
 
 import storage
 from jvm_shim import build
+from tests.spark_submit import SPARK_SUBMIT, spark_submit
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_SOURCE = Path(__file__).resolve().parent / "spark" / "SparkJvmJob.java"
 #: spark-submit as pyspark installs it next to this interpreter (.venv/bin/spark-submit).
-SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 #: A budget for the Spark job; it takes about 20 s.
 JOB_BUDGET_S = 90.0
 
@@ -93,17 +92,9 @@ def test_jvm_spark_reads_and_streams_exactly_once_without_registration(
 
     # What a spark-submit --class user sets: the interpreter that has this package. Nothing registers
     # the format; no jar but the job's own.
-    env = {k: v for k, v in subprocess_env.items() if k not in ("PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env, submit = spark_submit(subprocess_env)
     cmd = [
-        str(SPARK_SUBMIT),
-        "--properties-file",
-        "conf/spark-defaults.conf",
-        "--conf",
-        f"spark.pyspark.python={sys.executable}",
-        "--conf",
-        f"spark.pyspark.driver.python={sys.executable}",
+        *submit,
         "--class",
         "SparkJvmJob",
         str(job_jar),
