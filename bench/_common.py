@@ -146,3 +146,31 @@ def local_spark_session(master: str, *, quiet_progress: bool = False) -> Any:
     if quiet_progress:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
     return builder.config("spark.sql.shuffle.partitions", "4").getOrCreate()
+
+
+def segstore_read(store: Any, ledgers: Sequence[tuple[int, int]]) -> int:
+    """Read every entry of ``ledgers`` (``(ledger id, last entry id)``) from a segment store; payload bytes."""
+    total = 0
+    for ledger_id, last in ledgers:
+        if last < 0:
+            continue
+        for _entry_id, data in store.read_entries(ledger_id, 0, last):
+            total += len(data)
+    return total
+
+
+def reader_read(dlm: Any, bulk: int) -> int:
+    """Read a whole log from the start with ``read_bulk(bulk, non_blocking=True)``; the record count."""
+    import storage
+
+    count = 0
+    reader = dlm.open_reader(storage.DLSN.INITIAL)
+    try:
+        while True:
+            recs = reader.read_bulk(bulk, non_blocking=True)
+            if not recs:
+                break
+            count += len(recs)
+    finally:
+        reader.close()
+    return count

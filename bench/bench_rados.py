@@ -76,7 +76,9 @@ from _common import (
     make_base,
     median,
     percentile,
+    reader_read,
     remove_base,
+    segstore_read,
     timed_async_writes,
     wait_all,
     yes_no,
@@ -644,30 +646,6 @@ def bench_latency(
 
 
 # --- (3) reading a completed segment ----------------------------------------------------------
-def segstore_read(store: Any, ledgers: Sequence[tuple[int, int]]) -> int:
-    total = 0
-    for ledger_id, last in ledgers:
-        if last < 0:
-            continue
-        for _entry_id, data in store.read_entries(ledger_id, 0, last):
-            total += len(data)
-    return total
-
-
-def reader_read(dlm: storage.LogManager) -> int:
-    count = 0
-    reader = dlm.open_reader(storage.DLSN.INITIAL)
-    try:
-        while True:
-            recs = reader.read_bulk(BULK, non_blocking=True)
-            if not recs:
-                break
-            count += len(recs)
-    finally:
-        reader.close()
-    return count
-
-
 @dataclass
 class ReadFigures:
     n: int
@@ -721,9 +699,9 @@ def bench_read(
         rows: dict[str, tuple[Callable[[], int], int | None]] = {
             "raw": (functools.partial(raw.read, oids), None),
             "store": (functools.partial(segstore_read, rstore, rledgers), None),
-            "reader": (functools.partial(reader_read, rdlm), n),
+            "reader": (functools.partial(reader_read, rdlm, BULK), n),
             "local_store": (functools.partial(segstore_read, local_ns.ns.segstore, lledgers), None),
-            "local_reader": (functools.partial(reader_read, ldlm), n),
+            "local_reader": (functools.partial(reader_read, ldlm, BULK), n),
         }
         order = list(rows)
         for rep in range(reps):
@@ -783,7 +761,7 @@ def profile_rados(b: BenchNamespace, n: int, buffer_size: int, top: int = 18) ->
         read_prof.runcall(segstore_read, store, ledgers)
         read_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
-        reader_prof.runcall(reader_read, dlm)
+        reader_prof.runcall(reader_read, dlm, BULK)
         reader_seconds = time.perf_counter() - t0
     finally:
         store.create_ledger = original

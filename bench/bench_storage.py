@@ -58,7 +58,9 @@ from _common import (
     make_base,
     median,
     percentile,
+    reader_read,
     remove_base,
+    segstore_read,
     timed_async_writes,
     wait_all,
     yes_no,
@@ -364,30 +366,6 @@ def plain_read(files: Sequence[Path]) -> int:
     return total
 
 
-def segstore_read(ns: storage.Namespace, ledgers: Sequence[tuple[int, int]]) -> int:
-    total = 0
-    for ledger_id, last in ledgers:
-        if last < 0:
-            continue
-        for _entry_id, data in ns.segstore.read_entries(ledger_id, 0, last):
-            total += len(data)
-    return total
-
-
-def reader_read(dlm: storage.LogManager) -> int:
-    count = 0
-    reader = dlm.open_reader(storage.DLSN.INITIAL)
-    try:
-        while True:
-            recs = reader.read_bulk(BULK, non_blocking=True)
-            if not recs:
-                break
-            count += len(recs)
-    finally:
-        reader.close()
-    return count
-
-
 @dataclass
 class ReadResult:
     reader_rate: float
@@ -420,11 +398,11 @@ def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> Re
             t_plain = time.perf_counter() - t0
             gc.collect()
             t0 = time.perf_counter()
-            segstore_read(bns.ns, ledgers)
+            segstore_read(bns.ns.segstore, ledgers)
             t_seg = time.perf_counter() - t0
             gc.collect()
             t0 = time.perf_counter()
-            got = reader_read(dlm)
+            got = reader_read(dlm, BULK)
             t_reader = time.perf_counter() - t0
             if got != n:
                 raise RuntimeError(f"reader returned {got} records, expected {n}")
@@ -499,7 +477,7 @@ def profile_reader(ws: Workspace, n: int, top: int = 15) -> str:
             w.flush()
         plain_read(bns.ledger_files())
         t0 = time.perf_counter()
-        got = prof.runcall(reader_read, dlm)
+        got = prof.runcall(reader_read, dlm, BULK)
         seconds = time.perf_counter() - t0
     finally:
         bns.close()
