@@ -93,6 +93,9 @@ class Gateway(HandleTable):
         self.uri = uri
         #: Set by the ``gateway.shutdown`` operation (and by whoever else wants the server to stop).
         self.shutdown_requested = threading.Event()
+        #: The port of the data channel serving this gateway (:mod:`jvm_shim.channel`), advertised by
+        #: ``gateway.ping``; set by the server that starts one.
+        self.data_port: int | None = None
         super().__init__()
         cfg = conf if isinstance(conf, Config) or conf is None else dict(conf)
         self._shared: Namespace | None = storage.open_namespace(uri, cfg) if uri is not None else None
@@ -190,7 +193,10 @@ class Gateway(HandleTable):
 
     # --- gateway.* --------------------------------------------------------------------------------
     def _ping(self, args: dict[str, Any], data: bytes) -> bytes:
-        return protocol.ok({"version": storage.__version__})
+        result: dict[str, Any] = {"version": storage.__version__}
+        if self.data_port is not None:
+            result["dataPort"] = self.data_port
+        return protocol.ok(result)
 
     def _shutdown(self, args: dict[str, Any], data: bytes) -> bytes:
         log.info("shutdown requested by a client")

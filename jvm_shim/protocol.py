@@ -49,7 +49,10 @@ gateway, valid until closed or until the gateway stops:
 ================================  ===============================  ================================
 op                                args                             result
 ================================  ===============================  ================================
-``gateway.ping``                  -                                ``{"version": str}``
+``gateway.ping``                  -                                ``{"version": str, "dataPort":
+                                                                   int}`` (``dataPort`` when a data
+                                                                   channel serves the gateway:
+                                                                   :mod:`jvm_shim.channel`)
 ``gateway.shutdown``              -                                - (the gateway exits afterwards)
 ``namespace.open``                ``uri``, ``conf`` (object, opt)  ``{"ns": handle}``
 ``namespace.close``               ``ns``                           -

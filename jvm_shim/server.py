@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from jvm_shim.channel import DataChannel
 from storage import Config
 from storage.errors import DLError, InvalidArgumentError
 
@@ -93,8 +94,12 @@ def _no_delay_connections() -> None:
 class GatewayServer:
     """A running gateway: py4j's Python server around a :class:`Gateway`. Stop it with :meth:`stop`."""
 
-    def __init__(self, gateway: Gateway, client_server: Any, address: str, port: int, token: str) -> None:
+    def __init__(
+        self, gateway: Gateway, client_server: Any, address: str, port: int, token: str, channel: DataChannel
+    ) -> None:
         self.gateway = gateway
+        #: The data channel (:mod:`jvm_shim.channel`) beside py4j's server, same address and token.
+        self.channel = channel
         self.address = address
         #: The port the server listens on (the bound one when 0 was asked for).
         self.port = port
@@ -115,6 +120,7 @@ class GatewayServer:
                 return
             self._stopped = True
         self.gateway.close()
+        self.channel.stop()
         server = self._client_server.get_callback_server()
         if server is not None:
             # py4j closes a connection's buffered stream before its socket; a connection thread blocked
@@ -218,8 +224,21 @@ def serve(
         server_started.disconnect(on_started, unique_id=signal_id)
     bound = int(callback_server.get_listening_port())
     listen_address = str(callback_server.get_listening_address())
-    log.info("gateway listening on %s:%d (namespace %s)", listen_address, bound, uri or "per call")
-    return GatewayServer(gateway, client_server, listen_address, bound, auth_token)
+    try:
+        channel = DataChannel(gateway, listen_address, auth_token)
+    except OSError as e:
+        client_server.shutdown_callback_server()
+        gateway.close()
+        raise UnexpectedError(f"the gateway's data channel cannot listen on {listen_address}: {e}") from e
+    gateway.data_port = channel.port
+    log.info(
+        "gateway listening on %s:%d, data channel on port %d (namespace %s)",
+        listen_address,
+        bound,
+        channel.port,
+        uri or "per call",
+    )
+    return GatewayServer(gateway, client_server, listen_address, bound, auth_token, channel)
 
 
 # --- the process --------------------------------------------------------------------------------

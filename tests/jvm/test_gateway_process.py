@@ -29,7 +29,7 @@ import pytest
 import storage
 from jvm_shim import protocol
 from storage import DLSN, LogRecord
-from tests.jvm.wire import WireClient, WireError
+from tests.jvm.wire import ChannelClient, WireClient, WireError
 
 GATEWAY_LINE = re.compile(r"^GATEWAY port=(\d{1,5}) token=(\S+)$")
 CONF: dict[str, object] = {"writerOutputBufferSize": 0, "lockTimeoutSeconds": 0}
@@ -159,15 +159,22 @@ def test_gateway_line_token_and_loopback_only(uri: str, env: dict[str, str], pro
     addrs = listening_addresses(g.port)
     assert addrs == ["127.0.0.1"], addrs
     with g.client() as c:
-        assert c.call("gateway.ping")[0] == {"version": storage.__version__}
+        ping = c.call("gateway.ping")[0]
+        assert set(ping) == {"version", "dataPort"} and ping["version"] == storage.__version__
+        data_port = ping["dataPort"]
+        assert listening_addresses(data_port) == ["127.0.0.1"]  # the data channel: loopback too
         ns = c.call("namespace.open", uri=uri)[0]["ns"]
         with pytest.raises(storage.InvalidArgumentError, match="no log handle 99"):
             c.call("log.lastDLSN", log=99)
         assert c.call("namespace.getLogs", ns=ns)[0] == {"logs": []}
     with pytest.raises(WireError, match="authentication refused"):
         WireClient(g.port, "not-the-token")
+    with pytest.raises(WireError, match="refused the token"):
+        ChannelClient(data_port, "not-the-token")
     with g.client() as c:  # a refused client does not disturb the server
         assert c.call("gateway.ping")[0]["version"] == storage.__version__
+    with ChannelClient(data_port, g.token) as dc:
+        assert dc.call("gateway.ping")[0]["dataPort"] == data_port
     assert g.stop() == 0
     assert g.rest_of_stdout() == b""  # exactly one line on stdout
 
@@ -489,7 +496,7 @@ def test_a_jvm_through_py4j_java_client(
     )
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
-    assert lines["ping"] == f'{{"version":"{storage.__version__}"}}'
+    assert re.fullmatch(rf'\{{"version":"{re.escape(storage.__version__)}","dataPort":\d+\}}', lines["ping"])
     assert lines["error"].startswith('1 {"class": "InvalidArgumentError"')
     with storage.open_namespace(uri, CONF) as ns, ns.open_log("from-java") as dlm, dlm.open_reader(0) as r:
         got = r.read_bulk(10, non_blocking=True)

@@ -44,19 +44,28 @@ pytestmark = pytest.mark.skipif(
 class Java:
     """The compiled test programs and how to run them."""
 
-    def __init__(self, classes: Path) -> None:
+    def __init__(self, classes: Path, jvm_args: tuple[str, ...] = ()) -> None:
+        self.classes = classes
+        self.jvm_args = jvm_args
+        #: stderr of every :meth:`run` so far
+        self.stderr = ""
         self.classpath = os.pathsep.join([str(jvm_shim.jar_path()), str(jvm_shim.py4j_jar()), str(classes)])
         self.env = dict(os.environ)
         self.env["DLOG_PYTHON"] = sys.executable
         self.env["PYTHONPATH"] = str(ROOT) + os.pathsep + self.env.get("PYTHONPATH", "")
 
+    def with_args(self, *jvm_args: str) -> Java:
+        """The same programs run with these JVM options too."""
+        return Java(self.classes, self.jvm_args + jvm_args)
+
     def command(self, main: str, *args: str) -> list[str]:
-        return ["java", "-cp", self.classpath, main, *args]
+        return ["java", *self.jvm_args, "-cp", self.classpath, main, *args]
 
     def run(self, main: str, *args: str, check: bool = True, timeout: float = 120) -> list[str]:
         p = subprocess.run(
             self.command(main, *args), env=self.env, capture_output=True, text=True, timeout=timeout, check=False
         )
+        self.stderr += p.stderr
         if check and p.returncode != 0:
             raise AssertionError(
                 f"{main} exited {p.returncode}\nstdout: {p.stdout[-3000:]}\nstderr: {p.stderr[-3000:]}"
@@ -169,8 +178,17 @@ def round_trip(java: Java, uri: str) -> None:
         )
 
 
-def test_round_trip_embedded(java: Java, tmp_path: Path) -> None:
-    round_trip(java, f"distributedlog-local://{tmp_path / 'ns'}")
+@pytest.mark.parametrize("transport", ["data-channel", "py4j"])
+def test_round_trip_embedded(java: Java, tmp_path: Path, transport: str) -> None:
+    """Records travel over the gateway's data channel by default, and over py4j alone when the JVM is told
+    not to use it (``-Ddlog.shim.dataChannel=false``, or a gateway without one): same results either way."""
+    jvm = java.with_args("-Ddlog.shim.trace=true", *(["-Ddlog.shim.dataChannel=false"] if transport == "py4j" else []))
+    round_trip(jvm, f"distributedlog-local://{tmp_path / 'ns'}")
+    traced = [line.split() for line in jvm.stderr.splitlines() if line.startswith("[dlog-shim] ")]
+    used = {(t[2], t[4]) for t in traced}  # (op, transport) of every call of ShimRoundTrip and ShimReader
+    for op in ("writer.write", "writer.await", "reader.read"):  # the calls that carry records
+        assert {t for o, t in used if o == op} == {transport}, (op, used)
+    assert ("reader.open", "py4j") in used and ("writer.open", "py4j") in used  # control calls: py4j
 
 
 def test_round_trip_zookeeper_rados(

@@ -6,6 +6,8 @@ One :class:`WireClient` is one py4j connection (a Java thread's): authenticate w
 is ``c`` (call a Python proxy) on object ``t`` (the entry point), method ``call``, three typed arguments
 (``s`` strings, ``j`` base64 bytes) and ``e``; the answer is ``!y`` + a typed value (``j`` bytes) or ``!x``
 (a Python exception, which the gateway never raises).
+
+:class:`ChannelClient` speaks the data channel of :mod:`jvm_shim.channel` the way ``DataChannel.java`` does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import struct
 from typing import Any
 
 from py4j.protocol import escape_new_line
@@ -62,6 +65,49 @@ class WireClient:
             self.sock.close()
 
     def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ChannelClient:
+    """One connection to the gateway's data channel (:mod:`jvm_shim.channel`), as ``DataChannel.java`` makes
+    it: the hello with the token, then ``call`` frames answered in order."""
+
+    def __init__(self, port: int, token: str, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.stream = self.sock.makefile("rb")
+        raw = token.encode()
+        self.sock.sendall(struct.pack(">I", len(raw)) + raw)
+        answer = self.stream.read(1)
+        if answer != b"\x00":
+            self.close()
+            raise WireError(f"data channel refused the token: {answer!r}")
+
+    def raw_call(self, op: str, args: str, data: bytes) -> bytes:
+        o, a = op.encode(), args.encode()
+        self.sock.sendall(struct.pack(">III", len(o), len(a), len(data)) + o + a + data)
+        head = self.stream.read(4)
+        if len(head) < 4:
+            raise WireError("connection closed by the gateway")
+        (n,) = struct.unpack(">I", head)
+        body = self.stream.read(n)
+        if len(body) < n:
+            raise WireError("connection closed mid-response")
+        return bytes(body)
+
+    def call(self, op: str, data: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes]:
+        """Run ``op``; ``(result, data)``, or the error response raised as its DLError class."""
+        return protocol.parse_response(self.raw_call(op, json.dumps(args), data))
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            self.sock.close()
+
+    def __enter__(self) -> ChannelClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Supplier;
 import org.apache.distributedlog.exceptions.AlreadyClosedException;
 import org.apache.distributedlog.exceptions.ServiceUnavailableException;
@@ -23,6 +24,11 @@ import py4j.PythonClient;
  * started: the gateway never calls into the JVM). py4j gives every Java thread its own socket to the gateway (and
  * the gateway a Python thread for it), so calls of different threads run concurrently.
  *
+ * <p>The calls that carry records ({@code writer.write}, {@code writer.await}, {@code reader.read}) go over the
+ * gateway's data channel when it offers one ({@code dataPort} in its {@code gateway.ping} answer; see
+ * {@link DataChannel}): raw bytes instead of py4j's base64 text. {@code -Ddlog.shim.dataChannel=false} keeps every
+ * call on py4j.
+ *
  * <p>{@link #call} sends one operation and decodes the response envelope of {@code jvm_shim/protocol.py}: an error
  * response is thrown as its DistributedLog exception (see {@link Errors}); a broken connection as
  * {@link ServiceUnavailableException}.
@@ -30,12 +36,21 @@ import py4j.PythonClient;
 public final class GatewayConnection implements AutoCloseable {
 
     private static final byte[] EMPTY = new byte[0];
-    /** {@code -Ddlog.shim.trace=true}: one line per call on stderr (thread, op, bytes sent and received, time). */
+    /**
+     * {@code -Ddlog.shim.trace=true}: one line per call on stderr (thread, op, transport, bytes sent and received,
+     * time).
+     */
     private static final boolean TRACE = Boolean.getBoolean("dlog.shim.trace");
+    /** {@code -Ddlog.shim.dataChannel=false}: every call over py4j, even when the gateway offers a data channel. */
+    private static final boolean USE_DATA_CHANNEL =
+        !"false".equalsIgnoreCase(System.getProperty("dlog.shim.dataChannel", "true"));
+    /** The operations sent over the data channel. */
+    static final Set<String> DATA_OPS = Set.of("writer.write", "writer.await", "reader.read");
 
     private final ClientServer clientServer;
     private final PythonGateway gateway;
     private final String address;
+    private volatile DataChannel dataChannel;
     private volatile Supplier<String> diagnostics = () -> "";
     private volatile boolean closed;
 
@@ -81,7 +96,11 @@ public final class GatewayConnection implements AutoCloseable {
         try {
             PythonGateway gw = (PythonGateway) cs.getPythonServerEntryPoint(new Class<?>[] {PythonGateway.class});
             conn = new GatewayConnection(cs, gw, address);
-            conn.call("gateway.ping", Collections.emptyMap(), EMPTY);
+            Response ping = conn.call("gateway.ping", Collections.emptyMap(), EMPTY);
+            Object dataPort = ping.result.get("dataPort");
+            if (USE_DATA_CHANNEL && token != null && dataPort instanceof Number) {
+                conn.dataChannel = new DataChannel(InetAddress.getByName(host), ((Number) dataPort).intValue(), token);
+            }
         } catch (IOException | RuntimeException e) {
             quietShutdown(cs);
             Throwable root = e;
@@ -107,6 +126,11 @@ public final class GatewayConnection implements AutoCloseable {
         return address;
     }
 
+    /** @return whether record-carrying calls go over the gateway's data channel (else py4j) */
+    public boolean usesDataChannel() {
+        return dataChannel != null;
+    }
+
     /** Same as {@code call(op, args, new byte[0])}. */
     public Response call(String op, Map<String, ?> args) throws IOException {
         return call(op, args, EMPTY);
@@ -129,14 +153,21 @@ public final class GatewayConnection implements AutoCloseable {
         }
         byte[] raw;
         long t0 = TRACE ? System.nanoTime() : 0;
+        DataChannel channel = dataChannel;
+        boolean viaChannel = channel != null && DATA_OPS.contains(op);
         try {
-            raw = gateway.call(op, Json.write(args), data == null ? EMPTY : data);
+            if (viaChannel) {
+                raw = channel.call(op, Json.write(args), data == null ? EMPTY : data);
+            } else {
+                raw = gateway.call(op, Json.write(args), data == null ? EMPTY : data);
+            }
             if (TRACE) {
-                System.err.printf("[dlog-shim] %s %s %d B -> %d B in %.3f ms%n", Thread.currentThread().getName(), op,
+                System.err.printf("[dlog-shim] %s %s via %s %d B -> %d B in %.3f ms%n",
+                                  Thread.currentThread().getName(), op, viaChannel ? "data-channel" : "py4j",
                                   data == null ? 0 : data.length, raw == null ? 0 : raw.length,
                                   (System.nanoTime() - t0) / 1e6);
             }
-        } catch (Py4JException e) {
+        } catch (Py4JException | IOException e) {
             if (closed) {
                 throw new AlreadyClosedException("the connection to the DistributedLog gateway at " + address
                     + " was closed during " + op);
@@ -205,6 +236,10 @@ public final class GatewayConnection implements AutoCloseable {
      * threads of the shim that end before the connection.
      */
     void releaseThreadConnection() {
+        DataChannel channel = dataChannel;
+        if (channel != null) {
+            channel.releaseThreadConnection();
+        }
         try {
             Py4JPythonClient pc = clientServer.getPythonClient();
             if (pc instanceof PythonClient) {
@@ -232,6 +267,10 @@ public final class GatewayConnection implements AutoCloseable {
             return;
         }
         closed = true;
+        DataChannel channel = dataChannel;
+        if (channel != null) {
+            channel.close();
+        }
         quietShutdown(clientServer);
     }
 
