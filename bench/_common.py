@@ -174,3 +174,8 @@ def reader_read(dlm: Any, bulk: int) -> int:
     finally:
         reader.close()
     return count
+
+
+def arrow_read(dlm: Any) -> int:
+    """Read a whole log from the start with ``read_arrow()`` (Arrow batches, no object per record); the row count."""
+    return sum(batch.num_rows for batch in dlm.read_arrow())

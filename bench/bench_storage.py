@@ -20,8 +20,9 @@ Rows:
     ``writerOutputBufferSize`` = 0, paced by a token bucket at half the rate (a) measured for
     that configuration. Context: the latency of one 1 KiB ``os.write`` + ``os.fdatasync``.
 (c) Reading N records of completed segments with ``open_reader(DLSN.INITIAL)`` and
-    ``read_bulk(10000, non_blocking=True)``; the segment store's ``read_entries`` over the same
-    ledgers; a plain ``f.read`` of the ledger files in 4 MiB chunks. All warm (page cache).
+    ``read_bulk(10000, non_blocking=True)``; with ``read_arrow()`` (Arrow batches, the columnar
+    path); the segment store's ``read_entries`` over the same ledgers; a plain ``f.read`` of the
+    ledger files in 4 MiB chunks. All warm (page cache).
 
 ``--profile`` prints instead the top functions (cumulative time) of 20,000 async writes, for the
 calling thread and for the segment store's commit thread.
@@ -57,6 +58,7 @@ from _common import (
     fmt_rate,
     make_base,
     median,
+    arrow_read,
     percentile,
     reader_read,
     remove_base,
@@ -75,6 +77,7 @@ LOG_NAME = "bench"
 TARGET_WRITE_RATIO = 0.6
 TARGET_P99_MS = 5.0
 TARGET_READ_RATIO = 0.3
+TARGET_ARROW_RATIO = 0.3
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -370,9 +373,11 @@ def plain_read(files: Sequence[Path]) -> int:
 class ReadResult:
     reader_rate: float
     segstore_rate: float
+    arrow_rate: float
     plain_rate: float
     reader_ratio: float
     segstore_ratio: float
+    arrow_ratio: float
     file_bytes: int
     segments: int
 
@@ -389,8 +394,8 @@ def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> Re
         files = bns.ledger_files()
         ledgers = [(s.ledger_id, bns.ns.segstore.info(s.ledger_id).last_entry_id) for s in dlm.log_segments()]
         file_bytes = plain_read(files)  # warm the page cache for every row
-        rates: dict[str, list[float]] = {"plain": [], "segstore": [], "reader": []}
-        ratios: dict[str, list[float]] = {"segstore": [], "reader": []}
+        rates: dict[str, list[float]] = {"plain": [], "segstore": [], "reader": [], "arrow": []}
+        ratios: dict[str, list[float]] = {"segstore": [], "reader": [], "arrow": []}
         for _ in range(reps):
             gc.collect()
             t0 = time.perf_counter()
@@ -406,6 +411,14 @@ def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> Re
             t_reader = time.perf_counter() - t0
             if got != n:
                 raise RuntimeError(f"reader returned {got} records, expected {n}")
+            gc.collect()
+            t0 = time.perf_counter()
+            got = arrow_read(dlm)
+            t_arrow = time.perf_counter() - t0
+            if got != n:
+                raise RuntimeError(f"read_arrow returned {got} rows, expected {n}")
+            rates["arrow"].append(n / t_arrow)
+            ratios["arrow"].append(t_plain / t_arrow)
             rates["plain"].append(n / t_plain)
             rates["segstore"].append(n / t_seg)
             rates["reader"].append(n / t_reader)
@@ -414,9 +427,11 @@ def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> Re
         return ReadResult(
             median(rates["reader"]),
             median(rates["segstore"]),
+            median(rates["arrow"]),
             median(rates["plain"]),
             median(ratios["reader"]),
             median(ratios["segstore"]),
+            median(ratios["arrow"]),
             file_bytes,
             len(ledgers),
         )
@@ -535,11 +550,16 @@ def render(
         f" | {read.reader_ratio:.2f} | >= {TARGET_READ_RATIO} | {yes_no(read.reader_ratio >= TARGET_READ_RATIO)} |"
     )
     lines.append(
+        f"| (c) columnar: dlm.read_arrow() into Arrow batches | {fmt_rate(read.arrow_rate)} | {plain}"
+        f" | {read.arrow_ratio:.2f} | >= {TARGET_ARROW_RATIO} | {yes_no(read.arrow_ratio >= TARGET_ARROW_RATIO)} |"
+    )
+    lines.append(
         f"| (c) segment store read_entries (middle row) | {fmt_rate(read.segstore_rate)} | {plain}"
         f" | {read.segstore_ratio:.2f} | - | - |"
     )
     met = [w.ratio_at_buffer >= TARGET_WRITE_RATIO for w in writes if w.ratio_at_buffer is not None]
     met += [lat.p99_ms <= TARGET_P99_MS, read.reader_ratio >= TARGET_READ_RATIO]
+    met += [read.arrow_ratio >= TARGET_ARROW_RATIO]
     lines += [
         "",
         f"Targets met: {sum(met)}/{len(met)}. Whole benchmark: {seconds:.0f} s.",
@@ -561,7 +581,8 @@ def render(
         "`write()` call to a done-callback timestamp. (c) writes N records once with a 1 MiB buffer and "
         "closes the writer, reads every ledger file once to warm the page cache (caches cannot be dropped "
         "here), then times, in each repetition, the plain read, the segment store's `read_entries` over "
-        "every ledger (checksums verified) and the public reader (decoding records).",
+        "every ledger (checksums verified), the public reader (decoding records into objects) and "
+        "`read_arrow()` (the columnar path: Arrow record batches of the records, as the Spark source reads).",
     ]
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ from dl_spark.errors import DataLossError
 from storage.dlsn import DLSN
 from storage.entry import decode_entry_columns
 from storage.record import CONTROL, END_OF_STREAM
-from storage.segment_metadata import LogSegmentMetadata, TruncationStatus
+from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
 from storage.segstore.base import LedgerInfo, SegmentStore
 
 __all__ = [
@@ -78,6 +78,19 @@ class PartitionSpec:
     @property
     def size(self) -> int:
         return self.last_pos - self.first_pos + 1
+
+    def segment_slice(self) -> SegmentSlice:
+        """What the log needs to read this partition (:meth:`storage.LogManager.read_arrow_slice`)."""
+        return SegmentSlice(
+            lssn=self.lssn,
+            ledger_id=self.ledger_id,
+            envelope=self.envelope,
+            start_sequence_id=self.start_sequence_id,
+            first_entry=self.first_entry,
+            last_entry=self.last_entry,
+            first_pos=self.first_pos,
+            last_pos=self.last_pos,
+        )
 
 
 class _Cols:

@@ -5,18 +5,15 @@ The row schema is fixed (CONTRACT §4)::
     stream STRING NOT NULL, dlsn STRUCT<lssn BIGINT, entry_id BIGINT, slot_id BIGINT> NOT NULL,
     txid BIGINT NOT NULL, sequence_id BIGINT NOT NULL, value BINARY
 
-Rows are gathered by :class:`dl_spark._columns.RowColumns` and turned into Arrow arrays once per
-batch of about :data:`BATCH_ROWS` rows (whole entries; fewer if the batch reaches
-:data:`~dl_spark._columns.MAX_BATCH_BYTES`). Uncompressed entries of user records that lie wholly
-inside the partition are scanned in place, without a Python object per record; other entries
-(the partition's first and last, LZ4, record sets, control or end-of-stream records) are decoded
-with :func:`storage.entry.decode_entry_columns` and filtered row by row.
+The log decodes the partition's entries into Arrow itself (:meth:`storage.LogManager.read_arrow_slice`,
+:mod:`storage.arrow_records`: batches of about :data:`BATCH_ROWS` rows, whole entries, no Python
+object per record); the source adds the ``stream`` column (:func:`dl_spark._columns.with_stream`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +22,13 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 
 from dl_spark import _handles
-from dl_spark._columns import MAX_BATCH_BYTES, RowColumns
+from dl_spark._columns import with_stream
 from dl_spark.errors import DataLossError
 from dl_spark.planning import PartitionSpec
-from storage.entry import decode_entry_columns
+from storage.arrow_records import BATCH_ROWS
 from storage.errors import LedgerNotFoundError
 
-__all__ = ["ARROW_SCHEMA", "BATCH_ROWS", "SCHEMA", "SCHEMA_DDL", "LogSlicePartition", "read_entries", "read_partition"]
+__all__ = ["ARROW_SCHEMA", "BATCH_ROWS", "SCHEMA", "SCHEMA_DDL", "LogSlicePartition", "read_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +72,9 @@ def _arrow_schema() -> pa.Schema:
     return to_arrow_schema(SCHEMA, timezone="UTC")
 
 
-#: The Arrow schema of the batches ``read`` yields.
+#: The Arrow schema of the batches ``read`` yields: ``stream``, then storage's
+#: :data:`~storage.arrow_records.RECORD_SCHEMA` columns.
 ARROW_SCHEMA = _arrow_schema()
-_DLSN_FIELDS = list(ARROW_SCHEMA.field("dlsn").type)
-
-#: Rows per Arrow batch (about; whole entries are never split across batches).
-BATCH_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -110,9 +104,10 @@ def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Ite
         CorruptedEntryError, SegmentStoreError, MetadataError: from the stores.
     """
     spec = part.spec
-    ns = _handles.namespace(part.uri, dict(part.conf))
+    dlm = _handles.log_manager(part.uri, spec.log, dict(part.conf))
+    batches = dlm.read_arrow_slice(spec.segment_slice(), batch_rows=batch_rows)
     try:
-        entries = ns.segstore.read_entries(spec.ledger_id, spec.first_entry, spec.last_entry)
+        first = next(batches, None)
     except LedgerNotFoundError:
         msg = (
             f"log {spec.log!r}: log segment {spec.lssn} (positions {spec.first_pos}..{spec.last_pos}) "
@@ -123,56 +118,9 @@ def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Ite
         log.warning("%s; skipping it (failOnDataLoss=false)", msg)
         return
     try:
-        yield from read_entries(
-            entries,
-            stream=spec.log,
-            lssn=spec.lssn,
-            start_sequence_id=spec.start_sequence_id,
-            envelope=spec.envelope,
-            first_pos=spec.first_pos,
-            last_pos=spec.last_pos,
-            batch_rows=batch_rows,
-        )
+        if first is not None:
+            yield with_stream(first, spec.log, ARROW_SCHEMA)
+        for batch in batches:
+            yield with_stream(batch, spec.log, ARROW_SCHEMA)
     finally:
-        close = getattr(entries, "close", None)
-        if close is not None:
-            close()
-
-
-def read_entries(
-    entries: Iterable[tuple[int, bytes]],
-    *,
-    stream: str,
-    lssn: int,
-    start_sequence_id: int,
-    envelope: bool,
-    first_pos: int,
-    last_pos: int,
-    batch_rows: int = BATCH_ROWS,
-) -> Iterator[pa.RecordBatch]:
-    """The rows of user records ``first_pos..last_pos`` found in ``entries`` (``(entry_id, data)``
-    of segment ``lssn`` of log ``stream``, in order), as record batches of :data:`ARROW_SCHEMA`.
-
-    Reading stops after the first entry whose last record is at or past ``last_pos``.
-
-    Raises:
-        InvalidEnvelopedEntryError, CorruptedEntryError: a malformed entry.
-    """
-    lo, hi = first_pos, last_pos
-    rows = RowColumns(stream, lssn, start_sequence_id - 1)
-    for entry_id, data in entries:
-        last = rows.add_plain_entry(entry_id, data, lo, hi) if envelope and type(data) is bytes else None
-        if last is None:
-            cols = decode_entry_columns(data, envelope=envelope, include_control=False)
-            if not cols.positions:
-                continue
-            done = rows.add_rows(entry_id, cols, lo, hi)
-            last = cols.positions[-1]
-        else:
-            done = False
-        if rows.num_rows >= batch_rows or rows.num_bytes >= MAX_BATCH_BYTES:
-            yield rows.batch(ARROW_SCHEMA)
-        if done or last >= hi:
-            break
-    if rows.num_rows:
-        yield rows.batch(ARROW_SCHEMA)
+        batches.close()

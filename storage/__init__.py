@@ -17,7 +17,7 @@ from storage.impl.namespace import Namespace, bind_namespace, open_namespace
 from storage.impl.reader import AsyncLogReader, LogReader
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import LogRecord, LogRecordWithDLSN
-from storage.segment_metadata import LogSegmentMetadata, TruncationStatus
+from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
 
 DistributedLogManager = LogManager
 
@@ -40,6 +40,7 @@ __all__ = [
     "LogSegmentMetadata",
     "LogWriter",
     "Namespace",
+    "SegmentSlice",
     "TruncationStatus",
     "errors",
     "bind_namespace",

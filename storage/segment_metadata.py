@@ -75,6 +75,7 @@ __all__ = [
     "VERSION_V5_SEQUENCE_ID",
     "LogSegmentMetadata",
     "SegmentName",
+    "SegmentSlice",
     "TruncationStatus",
     "assign_start_sequence_ids",
     "compare_segments",
@@ -701,3 +702,19 @@ def next_log_segment_sequence_number(segments: Sequence[LogSegmentMetadata], fir
         if seg.version >= VERSION_V2_LEDGER_SEQNO:
             return seg.lssn + i + 1
     return first_lssn
+
+
+@dataclass(frozen=True)
+class SegmentSlice:
+    """User records at positions ``first_pos..last_pos`` (inclusive) of log segment ``lssn``, found in
+    entries ``first_entry..last_entry`` of ledger ``ledger_id``; ``envelope`` and ``start_sequence_id``
+    as in the segment's metadata (:attr:`LogSegmentMetadata.effective_start_sequence_id`)."""
+
+    lssn: int
+    ledger_id: int
+    envelope: bool
+    start_sequence_id: int
+    first_entry: int
+    last_entry: int
+    first_pos: int
+    last_pos: int

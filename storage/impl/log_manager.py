@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 from storage.config import Config
@@ -21,9 +22,11 @@ from storage.impl.reader import AsyncLogReader, LogReader
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import MAX_TXID, LogRecordWithDLSN
-from storage.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
+from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, assign_start_sequence_ids
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from storage.impl.namespace import Namespace
 
 
@@ -102,15 +105,72 @@ class LogManager:
         self._meta.ensure_exists()
         if isinstance(start, DLSN):
             return Cursor(self._meta, self._segstore, self.conf, start)
-        if isinstance(start, bool) or not isinstance(start, int):
-            raise InvalidArgumentError(f"reader start must be a DLSN or an int txid, got {start!r}")
-        if start < 0:
-            raise InvalidArgumentError(f"reader start txid must be >= 0, got {start}")
+        _check_txid_start(start)
         try:
             dlsn = positioning.dlsn_for_txid(self._segstore, self.log_segments(), start)
         except LogEmptyError:
             dlsn = DLSN.INITIAL
         return Cursor(self._meta, self._segstore, self.conf, dlsn, from_txid=start)
+
+    # --- columnar reads -----------------------------------------------------------------
+    def read_arrow(
+        self,
+        start: DLSN | int = DLSN.INITIAL,
+        end: DLSN | None = None,
+        max_records: int | None = None,
+        *,
+        batch_rows: int | None = None,
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """The user records from ``start`` (a DLSN, or an int: the first record with txid >= it) up to
+        ``end`` (an exclusive DLSN; None: everything visible now), at most ``max_records``, as Arrow
+        record batches of about ``batch_rows`` rows (default
+        :data:`storage.arrow_records.BATCH_ROWS`) with the columns of
+        :data:`storage.arrow_records.RECORD_SCHEMA`: ``dlsn`` (struct ``lssn, entry_id, slot_id``),
+        ``txid``, ``sequence_id``, ``value`` — no Python object per record. Positioned as
+        :meth:`open_reader` is; reads what readers can see now and ends there (it does not wait for
+        more). The end of a stream ends the batches.
+
+        Raises:
+            InvalidArgumentError: a bad ``start``, ``end``, ``max_records`` or ``batch_rows``.
+            LogNotFoundError, AlreadyTruncatedTransactionError, MetadataError: at once.
+            CorruptedEntryError, SegmentStoreError: while iterating.
+        """
+        from storage.impl.columnar import read_log
+
+        self._check_open()
+        if end is not None and not isinstance(end, DLSN):
+            raise InvalidArgumentError(f"read_arrow end must be a DLSN or None, got {end!r}")
+        if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)):
+            raise InvalidArgumentError(f"max_records must be an int or None, got {max_records!r}")
+        if max_records is not None and max_records < 0:
+            raise InvalidArgumentError(f"max_records must be >= 0, got {max_records}")
+        rows = _check_batch_rows(batch_rows)
+        segments = self.log_segments()
+        if isinstance(start, DLSN):
+            first = start
+        else:
+            _check_txid_start(start)
+            try:
+                first = positioning.dlsn_for_txid(self._segstore, segments, start)
+            except LogEmptyError:
+                first = DLSN.INITIAL
+        return read_log(self._segstore, segments, self.conf, self.name, first, end, max_records, rows)
+
+    def read_arrow_slice(
+        self, part: SegmentSlice, *, batch_rows: int | None = None
+    ) -> Generator[pa.RecordBatch, None, None]:
+        """The records of one slice of one of this log's segments that a planner resolved (positions,
+        entries, ledger), as :meth:`read_arrow`'s batches, with no metadata round trip: the Spark
+        source reads its partitions this way.
+
+        Raises:
+            InvalidArgumentError: bad ``batch_rows``. While iterating: LedgerNotFoundError (the segment
+                was purged since planning), CorruptedEntryError, SegmentStoreError.
+        """
+        from storage.impl.columnar import read_slice
+
+        self._check_open()
+        return read_slice(self._segstore, part, _check_batch_rows(batch_rows))
 
     # --- queries ------------------------------------------------------------------------
     def log_segments(self) -> list[LogSegmentMetadata]:
@@ -234,3 +294,21 @@ class LogManager:
 
 
 __all__ = ["LogManager", "WriteHandler"]
+
+
+def _check_txid_start(start: object) -> None:
+    if isinstance(start, bool) or not isinstance(start, int):
+        raise InvalidArgumentError(f"reader start must be a DLSN or an int txid, got {start!r}")
+    if start < 0:
+        raise InvalidArgumentError(f"reader start txid must be >= 0, got {start}")
+
+
+def _check_batch_rows(batch_rows: int | None) -> int:
+    """``batch_rows``, or the default when None."""
+    if batch_rows is None:
+        from storage.arrow_records import BATCH_ROWS
+
+        return BATCH_ROWS
+    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+        raise InvalidArgumentError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
+    return batch_rows
