@@ -1,7 +1,10 @@
+import java.io.IOException;
 import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.function.LongFunction;
 import org.apache.distributedlog.DLSN;
 import org.apache.distributedlog.DistributedLogConfiguration;
 import org.apache.distributedlog.LogRecord;
@@ -26,24 +29,89 @@ import org.apache.distributedlog.api.namespace.NamespaceBuilder;
  *   LAST &lt;rep&gt; &lt;lssn,entry,slot&gt;                 the last record's DLSN of that round
  * Errors end the program with exit code 1 and "E &lt;exception class&gt; &lt;message&gt;" on stdout.
  * </pre>
+ *
+ * <p>{@link Setup}, {@link #writeAsync}, {@link #nextTxId}, {@link #text} and {@link #fail} are shared with
+ * {@code ShimRoundTrip} (the tests compile every program of this directory together); they live here because
+ * bench/bench_jvm.py compiles this file alone.
  */
 public final class ShimBench {
 
-    static long round(Namespace ns, String log, int records, byte[] payload, StringBuilder last) throws Exception {
-        DistributedLogManager dlm = ns.openLog(log);
+    /**
+     * The command line shared by ShimBench and ShimRoundTrip, after their leading positional arguments:
+     * {@code --warmup=N}, {@code key=value} (DistributedLog configuration of the namespace), anything else positional.
+     */
+    static final class Setup {
+        final DistributedLogConfiguration conf = new DistributedLogConfiguration();
+        final List<String> positional = new ArrayList<>();
+        int warmup;
+
+        /** Parse {@code args[from..]}; {@code warmup} is the default of {@code --warmup}. */
+        Setup(String[] args, int from, int warmup) {
+            this.warmup = warmup;
+            for (int i = from; i < args.length; i++) {
+                int eq = args[i].indexOf('=');
+                if (args[i].startsWith("--warmup=")) {
+                    this.warmup = Integer.parseInt(args[i].substring(9));
+                } else if (eq > 0) {
+                    conf.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
+                } else {
+                    positional.add(args[i]);
+                }
+            }
+        }
+
+        /** The namespace {@code uri}, with the configuration given (its own gateway process). */
+        Namespace open(URI uri) throws IOException {
+            return NamespaceBuilder.newBuilder().conf(conf).uri(uri).build();
+        }
+    }
+
+    /** The transaction id after the last one of {@code log} (opened as {@code dlm}): 1 for a new or empty log. */
+    static long nextTxId(Namespace ns, DistributedLogManager dlm, String log) throws IOException {
+        return ns.logExists(log) && dlm.getLogRecordCount() > 0 ? dlm.getLastTxId() + 1 : 1;
+    }
+
+    /** {@code lssn,entry,slot}. */
+    static String text(DLSN d) {
+        return d.getLogSegmentSequenceNo() + "," + d.getEntryId() + "," + d.getSlotId();
+    }
+
+    /** End the program: "E &lt;exception class&gt; &lt;message&gt;" (of an ExecutionException's cause), exit code 1. */
+    static void fail(Exception e) {
+        Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+        System.out.println("E " + c.getClass().getName() + " " + String.valueOf(c.getMessage()).replace('\n', ' '));
+        System.out.flush();
+        System.exit(1);
+    }
+
+    /**
+     * Open an async writer of {@code dlm} and write {@code records} records with it, txids {@code firstTxId},
+     * {@code firstTxId + 1}, ..., the payload of txid t being {@code payload(t)}: one write call per record, then
+     * asyncClose() (which transmits what the writer buffers). Every write's future goes to {@code acks}.
+     *
+     * @return the nanoseconds from the first write to every write's future completed (writer open untimed)
+     */
+    static long writeAsync(DistributedLogManager dlm, long firstTxId, int records, LongFunction<byte[]> payload,
+                           List<CompletableFuture<DLSN>> acks) throws Exception {
         AsyncLogWriter w = dlm.openAsyncLogWriter().get();
-        List<CompletableFuture<DLSN>> acks = new ArrayList<>(records);
         long t0 = System.nanoTime();
         for (int i = 0; i < records; i++) {
-            acks.add(w.write(new LogRecord(i + 1, payload)));
+            acks.add(w.write(new LogRecord(firstTxId + i, payload.apply(firstTxId + i))));
         }
         CompletableFuture<Void> closed = w.asyncClose();
         CompletableFuture.allOf(acks.toArray(new CompletableFuture<?>[0])).get();
         long nanos = System.nanoTime() - t0;
         closed.get();
-        DLSN d = acks.get(records - 1).get();
+        return nanos;
+    }
+
+    /** One round: {@code records} records to the new log {@code log}; its nanoseconds (last DLSN in {@code last}). */
+    static long round(Namespace ns, String log, int records, byte[] payload, StringBuilder last) throws Exception {
+        DistributedLogManager dlm = ns.openLog(log);
+        List<CompletableFuture<DLSN>> acks = new ArrayList<>(records);
+        long nanos = writeAsync(dlm, 1, records, t -> payload, acks);
         last.setLength(0);
-        last.append(d.getLogSegmentSequenceNo()).append(',').append(d.getEntryId()).append(',').append(d.getSlotId());
+        last.append(text(acks.get(records - 1).get()));
         dlm.close();
         return nanos;
     }
@@ -54,26 +122,18 @@ public final class ShimBench {
         int records = Integer.parseInt(args[2]);
         int size = Integer.parseInt(args[3]);
         int reps = Integer.parseInt(args[4]);
-        int warmup = records;
-        DistributedLogConfiguration conf = new DistributedLogConfiguration();
-        for (int i = 5; i < args.length; i++) {
-            int eq = args[i].indexOf('=');
-            if (args[i].startsWith("--warmup=")) {
-                warmup = Integer.parseInt(args[i].substring(9));
-            } else if (eq > 0) {
-                conf.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
-            } else {
-                throw new IllegalArgumentException("unknown argument " + args[i]);
-            }
+        Setup setup = new Setup(args, 5, records);
+        if (!setup.positional.isEmpty()) {
+            throw new IllegalArgumentException("unknown argument " + setup.positional.get(0));
         }
         byte[] payload = new byte[size];
         for (int i = 0; i < size; i++) {
             payload[i] = (byte) i;
         }
         StringBuilder last = new StringBuilder();
-        try (Namespace ns = NamespaceBuilder.newBuilder().conf(conf).uri(uri).build()) {
-            if (warmup > 0) {
-                round(ns, prefix + "-warmup", warmup, payload, last);
+        try (Namespace ns = setup.open(uri)) {
+            if (setup.warmup > 0) {
+                round(ns, prefix + "-warmup", setup.warmup, payload, last);
             }
             for (int rep = 1; rep <= reps; rep++) {
                 System.gc();
@@ -83,10 +143,7 @@ public final class ShimBench {
                 System.out.flush();
             }
         } catch (Exception e) {
-            Throwable c = e instanceof java.util.concurrent.ExecutionException && e.getCause() != null ? e.getCause() : e;
-            System.out.println("E " + c.getClass().getName() + " " + String.valueOf(c.getMessage()).replace('\n', ' '));
-            System.out.flush();
-            System.exit(1);
+            fail(e);
         }
     }
 }

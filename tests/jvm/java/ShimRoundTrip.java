@@ -4,16 +4,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import org.apache.distributedlog.DLSN;
-import org.apache.distributedlog.DistributedLogConfiguration;
 import org.apache.distributedlog.LogRecord;
-import org.apache.distributedlog.api.AsyncLogWriter;
 import org.apache.distributedlog.api.DistributedLogManager;
 import org.apache.distributedlog.api.LogWriter;
 import org.apache.distributedlog.api.namespace.Namespace;
-import org.apache.distributedlog.api.namespace.NamespaceBuilder;
 
 /**
- * Writes records through the shim with the sync writer, then with the async writer.
+ * Writes records through the shim with the sync writer, then with the async writer. The command line, the setup
+ * and the async writes are ShimBench's ({@code ShimBench.Setup}, {@code ShimBench.writeAsync}; compile the two
+ * together).
  *
  * <pre>
  * usage: java ShimRoundTrip &lt;uri&gt; &lt;log&gt; [nSync (10000)] [nAsync (10000)] [--warmup=N] [key=value ...]
@@ -48,42 +47,23 @@ public final class ShimRoundTrip {
         return p;
     }
 
-    static String text(DLSN d) {
-        return d.getLogSegmentSequenceNo() + "," + d.getEntryId() + "," + d.getSlotId();
-    }
-
     public static void main(String[] args) throws Exception {
         URI uri = URI.create(args[0]);
         String log = args[1];
-        List<String> pos = new ArrayList<>();
-        int warmup = 0;
-        DistributedLogConfiguration conf = new DistributedLogConfiguration();
-        for (int i = 2; i < args.length; i++) {
-            int eq = args[i].indexOf('=');
-            if (args[i].startsWith("--warmup=")) {
-                warmup = Integer.parseInt(args[i].substring(9));
-            } else if (eq > 0) {
-                conf.setProperty(args[i].substring(0, eq), args[i].substring(eq + 1));
-            } else {
-                pos.add(args[i]);
-            }
-        }
+        ShimBench.Setup setup = new ShimBench.Setup(args, 2, 0);
+        List<String> pos = setup.positional;
         int nSync = pos.size() > 0 ? Integer.parseInt(pos.get(0)) : 10000;
         int nAsync = pos.size() > 1 ? Integer.parseInt(pos.get(1)) : 10000;
         StringBuilder out = new StringBuilder();
-        try (Namespace ns = NamespaceBuilder.newBuilder().conf(conf).uri(uri).build()) {
-            if (warmup > 0) {
+        try (Namespace ns = setup.open(uri)) {
+            if (setup.warmup > 0) {
                 DistributedLogManager wdlm = ns.openLog(log + "-warmup");
-                long wt = ns.logExists(log + "-warmup") && wdlm.getLogRecordCount() > 0 ? wdlm.getLastTxId() + 1 : 1;
-                AsyncLogWriter ww = wdlm.openAsyncLogWriter().get();
-                for (int i = 0; i < warmup; i++) {
-                    ww.write(new LogRecord(wt + i, payload(wt + i)));
-                }
-                ww.asyncClose().get();
+                long wt = ShimBench.nextTxId(ns, wdlm, log + "-warmup");
+                ShimBench.writeAsync(wdlm, wt, setup.warmup, ShimRoundTrip::payload, new ArrayList<>());
                 wdlm.close();
             }
             DistributedLogManager dlm = ns.openLog(log);
-            long txid = ns.logExists(log) && dlm.getLogRecordCount() > 0 ? dlm.getLastTxId() + 1 : 1;
+            long txid = ShimBench.nextTxId(ns, dlm, log);
 
             long t0 = System.nanoTime();
             LogWriter w = dlm.openLogWriter();
@@ -98,33 +78,23 @@ public final class ShimRoundTrip {
             long syncNanos = System.nanoTime() - t0;
             w.close();
 
-            AsyncLogWriter aw = dlm.openAsyncLogWriter().get();
             long firstAsync = txid;
             List<CompletableFuture<DLSN>> acks = new ArrayList<>(nAsync);
-            long t1 = System.nanoTime();
-            for (int i = 0; i < nAsync; i++, txid++) {
-                acks.add(aw.write(new LogRecord(txid, payload(txid))));
-            }
-            CompletableFuture<Void> closed = aw.asyncClose();
-            CompletableFuture.allOf(acks.toArray(new CompletableFuture<?>[0])).get();
-            long asyncNanos = System.nanoTime() - t1;
-            closed.get();
+            long asyncNanos = ShimBench.writeAsync(dlm, firstAsync, nAsync, ShimRoundTrip::payload, acks);
             for (int i = 0; i < nAsync; i++) {
-                out.append("W ").append(firstAsync + i).append(' ').append(text(acks.get(i).get())).append('\n');
+                out.append("W ").append(firstAsync + i).append(' ').append(ShimBench.text(acks.get(i).get()))
+                    .append('\n');
             }
             out.append("T sync ").append(nSync).append(' ').append(syncNanos).append('\n');
             out.append("T async ").append(nAsync).append(' ').append(asyncNanos).append('\n');
-            out.append("LAST ").append(text(dlm.getLastDLSN())).append(' ').append(dlm.getLastTxId()).append(' ')
-                .append(dlm.getLogRecordCount()).append('\n');
+            out.append("LAST ").append(ShimBench.text(dlm.getLastDLSN())).append(' ').append(dlm.getLastTxId())
+                .append(' ').append(dlm.getLogRecordCount()).append('\n');
             System.out.print(out);
             System.out.flush();
             dlm.close();
         } catch (Exception e) {
             System.out.print(out);
-            Throwable c = e instanceof java.util.concurrent.ExecutionException && e.getCause() != null ? e.getCause() : e;
-            System.out.println("E " + c.getClass().getName() + " " + String.valueOf(c.getMessage()).replace('\n', ' '));
-            System.out.flush();
-            System.exit(1);
+            ShimBench.fail(e);
         }
     }
 }

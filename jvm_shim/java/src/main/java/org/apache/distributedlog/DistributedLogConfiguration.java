@@ -101,9 +101,7 @@ public class DistributedLogConfiguration implements Cloneable {
         try (InputStream in = confURL.openStream()) {
             Properties p = new Properties();
             p.load(in);
-            for (String k : p.stringPropertyNames()) {
-                props.put(k, p.getProperty(k).trim());
-            }
+            putAll(p);
         }
     }
 
@@ -111,6 +109,11 @@ public class DistributedLogConfiguration implements Cloneable {
     public void loadConf(Reader reader) throws IOException {
         Properties p = new Properties();
         p.load(reader);
+        putAll(p);
+    }
+
+    /** Set every property of a properties file, its value trimmed (as text). */
+    private void putAll(Properties p) {
         for (String k : p.stringPropertyNames()) {
             props.put(k, p.getProperty(k).trim());
         }

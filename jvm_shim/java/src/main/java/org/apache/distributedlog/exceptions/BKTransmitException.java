@@ -3,7 +3,7 @@ package org.apache.distributedlog.exceptions;
 import org.apache.distributedlog.shim.RemoteError;
 
 /**
- * Thrown when appending an entry to the segment store failed (Python ``TransmitError``).
+ * Thrown when appending an entry to the segment store failed (Python {@code TransmitError}).
  */
 public class BKTransmitException extends DLException {
 

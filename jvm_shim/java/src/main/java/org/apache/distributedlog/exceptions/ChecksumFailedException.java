@@ -3,7 +3,7 @@ package org.apache.distributedlog.exceptions;
 import org.apache.distributedlog.shim.RemoteError;
 
 /**
- * Thrown when an entry failed its checksum or could not be decoded (Python ``CorruptedEntryError``).
+ * Thrown when an entry failed its checksum or could not be decoded (Python {@code CorruptedEntryError}).
  */
 public class ChecksumFailedException extends DLException {
 

@@ -10,7 +10,8 @@ public class WriteCancelledException extends DLException {
     private static final long serialVersionUID = 1L;
 
     public WriteCancelledException(String stream, Throwable t) {
-        super(StatusCode.WRITE_CANCELLED_EXCEPTION, "Write cancelled on stream " + stream + " due to an earlier error", t);
+        super(StatusCode.WRITE_CANCELLED_EXCEPTION, "Write cancelled on stream " + stream + " due to an earlier error",
+              t);
     }
 
     public WriteCancelledException(String stream, String reason) {

@@ -10,11 +10,13 @@ public class WriteException extends DLException {
     private static final long serialVersionUID = 1L;
 
     public WriteException(String stream, String transmitError) {
-        super(StatusCode.WRITE_EXCEPTION, "Write rejected because stream " + stream + " has encountered an error : " + transmitError);
+        super(StatusCode.WRITE_EXCEPTION,
+              "Write rejected because stream " + stream + " has encountered an error : " + transmitError);
     }
 
     public WriteException(String stream, String transmitError, Throwable cause) {
-        super(StatusCode.WRITE_EXCEPTION, "Write rejected because stream " + stream + " has encountered an error : " + transmitError, cause);
+        super(StatusCode.WRITE_EXCEPTION,
+              "Write rejected because stream " + stream + " has encountered an error : " + transmitError, cause);
     }
 
     /**

@@ -61,11 +61,6 @@ final class DataChannel implements AutoCloseable {
         this.token = token.getBytes(StandardCharsets.UTF_8);
     }
 
-    /** @return the channel's port */
-    int getPort() {
-        return port;
-    }
-
     /**
      * Run one call on this thread's socket.
      *
@@ -109,6 +104,7 @@ final class DataChannel implements AutoCloseable {
         try {
             s.setTcpNoDelay(true);
             s.connect(new InetSocketAddress(host, port), CONNECT_TIMEOUT_MS);
+            s.setSoTimeout(CONNECT_TIMEOUT_MS); // for the handshake only: calls may wait as long as they need
             c = new Conn(s);
             c.out.writeInt(token.length);
             c.out.write(token);
@@ -123,6 +119,7 @@ final class DataChannel implements AutoCloseable {
                 throw new IOException("the gateway's data channel at " + host.getHostAddress() + ":" + port
                     + " refused the connection (wrong token?)");
             }
+            s.setSoTimeout(0);
         } catch (IOException | RuntimeException e) {
             try {
                 s.close();

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Function;
 import org.apache.distributedlog.exceptions.AlreadyClosedException;
@@ -40,44 +41,52 @@ import org.apache.distributedlog.exceptions.WriteException;
 /**
  * Maps a Python {@code storage.errors} class to its DistributedLog Java exception.
  *
+ * <p>One table ({@code ROWS}) holds a row per Python class: the class, the DistributedLog status code its Java
+ * exception stands for (or none), and the exception's constructor. Both lookups are built from it: by Python class,
+ * and by status code for classes this JVM does not know.
+ *
  * <table>
- * <caption>Python error → Java exception</caption>
- * <tr><td>DLError</td><td>DLException</td></tr>
- * <tr><td>InvalidStreamNameError</td><td>InvalidStreamNameException</td></tr>
- * <tr><td>LogNotFoundError</td><td>LogNotFoundException</td></tr>
- * <tr><td>LogExistsError</td><td>LogExistsException</td></tr>
- * <tr><td>LogEmptyError</td><td>LogEmptyException</td></tr>
+ * <caption>Python error → Java exception (status code of the by-code lookup)</caption>
+ * <tr><th>Python class</th><th>Java exception</th><th>status code</th></tr>
+ * <tr><td>DLError</td><td>DLException</td><td>-</td></tr>
+ * <tr><td>InvalidStreamNameError</td><td>InvalidStreamNameException</td><td>INVALID_STREAM_NAME</td></tr>
+ * <tr><td>LogNotFoundError</td><td>LogNotFoundException</td><td>LOG_NOT_FOUND</td></tr>
+ * <tr><td>LogExistsError</td><td>LogExistsException</td><td>LOG_EXISTS</td></tr>
+ * <tr><td>LogEmptyError</td><td>LogEmptyException</td><td>LOG_EMPTY</td></tr>
  * <tr><td>InvalidArgumentError, InvalidConfigError</td><td>java.lang.IllegalArgumentException (as DistributedLog
- * throws for bad arguments and configuration)</td></tr>
- * <tr><td>LockingError, WriterFencedError</td><td>LockingException</td></tr>
- * <tr><td>OwnershipAcquireFailedError</td><td>OwnershipAcquireFailedException</td></tr>
- * <tr><td>WriteError</td><td>WriteException</td></tr>
- * <tr><td>WriteCancelledError</td><td>WriteCancelledException</td></tr>
- * <tr><td>TransmitError</td><td>BKTransmitException</td></tr>
- * <tr><td>StreamNotReadyError</td><td>StreamNotReadyException</td></tr>
- * <tr><td>OverCapacityError</td><td>OverCapacityException</td></tr>
- * <tr><td>TransactionIdOutOfOrderError</td><td>TransactionIdOutOfOrderException</td></tr>
- * <tr><td>EndOfStreamError</td><td>EndOfStreamException</td></tr>
- * <tr><td>LogRecordTooLongError</td><td>LogRecordTooLongException</td></tr>
+ * throws for bad arguments and configuration)</td><td>-</td></tr>
+ * <tr><td>LockingError, WriterFencedError</td><td>LockingException</td><td>LOCKING_EXCEPTION</td></tr>
+ * <tr><td>OwnershipAcquireFailedError</td><td>OwnershipAcquireFailedException</td><td>FOUND</td></tr>
+ * <tr><td>WriteError</td><td>WriteException</td><td>WRITE_EXCEPTION</td></tr>
+ * <tr><td>WriteCancelledError</td><td>WriteCancelledException</td><td>WRITE_CANCELLED_EXCEPTION</td></tr>
+ * <tr><td>TransmitError</td><td>BKTransmitException</td><td>BK_TRANSMIT_ERROR</td></tr>
+ * <tr><td>StreamNotReadyError</td><td>StreamNotReadyException</td><td>STREAM_NOT_READY</td></tr>
+ * <tr><td>OverCapacityError</td><td>OverCapacityException</td><td>OVER_CAPACITY</td></tr>
+ * <tr><td>TransactionIdOutOfOrderError</td><td>TransactionIdOutOfOrderException</td>
+ * <td>TRANSACTION_OUT_OF_ORDER</td></tr>
+ * <tr><td>EndOfStreamError</td><td>EndOfStreamException</td><td>END_OF_STREAM</td></tr>
+ * <tr><td>LogRecordTooLongError</td><td>LogRecordTooLongException</td><td>TOO_LARGE_RECORD</td></tr>
  * <tr><td>AlreadyTruncatedTransactionError</td><td>DLSNAlreadyTruncatedException (an
- * AlreadyTruncatedTransactionException)</td></tr>
- * <tr><td>CorruptedEntryError</td><td>ChecksumFailedException</td></tr>
- * <tr><td>InvalidEnvelopedEntryError</td><td>InvalidEnvelopedEntryException</td></tr>
- * <tr><td>ReadCancelledError</td><td>ReadCancelledException</td></tr>
- * <tr><td>LogReadError</td><td>LogReadException</td></tr>
- * <tr><td>IdleReaderError</td><td>IdleReaderException</td></tr>
- * <tr><td>MetadataError and its subclasses but one</td><td>MetadataException</td></tr>
- * <tr><td>UnsupportedMetadataVersionError</td><td>UnsupportedMetadataVersionException</td></tr>
- * <tr><td>LogSegmentNotFoundError</td><td>LogSegmentNotFoundException</td></tr>
- * <tr><td>LogSegmentIsTruncatedError</td><td>LogSegmentIsTruncatedException</td></tr>
- * <tr><td>SegmentStoreError, LedgerNotFoundError</td><td>DLException</td></tr>
- * <tr><td>IllegalStateError</td><td>DLIllegalStateException</td></tr>
- * <tr><td>AlreadyClosedError</td><td>AlreadyClosedException</td></tr>
- * <tr><td>UnexpectedError (also any non-DLError Python exception)</td><td>UnexpectedException</td></tr>
- * <tr><td>DLInterruptedError</td><td>DLInterruptedException</td></tr>
+ * AlreadyTruncatedTransactionException)</td><td>TRUNCATED_TRANSACTION</td></tr>
+ * <tr><td>CorruptedEntryError</td><td>ChecksumFailedException</td><td>CHECKSUM_FAILED</td></tr>
+ * <tr><td>InvalidEnvelopedEntryError</td><td>InvalidEnvelopedEntryException</td><td>INVALID_ENVELOPED_ENTRY</td></tr>
+ * <tr><td>ReadCancelledError</td><td>ReadCancelledException</td><td>READ_CANCELLED_EXCEPTION</td></tr>
+ * <tr><td>LogReadError</td><td>LogReadException</td><td>LOG_READ_ERROR</td></tr>
+ * <tr><td>IdleReaderError</td><td>IdleReaderException</td><td>-</td></tr>
+ * <tr><td>MetadataError and its subclasses but one</td><td>MetadataException</td><td>METADATA_EXCEPTION</td></tr>
+ * <tr><td>UnsupportedMetadataVersionError</td><td>UnsupportedMetadataVersionException</td>
+ * <td>UNSUPPORTED_METADATA_VERSION</td></tr>
+ * <tr><td>LogSegmentNotFoundError</td><td>LogSegmentNotFoundException</td><td>LOG_SEGMENT_NOT_FOUND</td></tr>
+ * <tr><td>LogSegmentIsTruncatedError</td><td>LogSegmentIsTruncatedException</td><td>LOG_SEGMENT_IS_TRUNCATED</td></tr>
+ * <tr><td>SegmentStoreError, LedgerNotFoundError</td><td>DLException (through DLError)</td><td>-</td></tr>
+ * <tr><td>IllegalStateError</td><td>DLIllegalStateException</td><td>ILLEGAL_STATE</td></tr>
+ * <tr><td>AlreadyClosedError</td><td>AlreadyClosedException</td><td>ALREADY_CLOSED</td></tr>
+ * <tr><td>UnexpectedError (also any non-DLError Python exception)</td><td>UnexpectedException</td>
+ * <td>UNEXPECTED</td></tr>
+ * <tr><td>DLInterruptedError</td><td>DLInterruptedException</td><td>INTERRUPTED</td></tr>
  * </table>
  *
- * <p>A Python class with no entry is looked up through its Python parents (the table {@link #PYTHON_PARENTS}
+ * <p>A Python class with no row is looked up through its Python parents (the table {@link #PYTHON_PARENTS}
  * mirrors {@code storage/errors.py}); a class unknown to this table too is mapped by its status code, else to
  * {@link DLException}. Every exception carries the Python message unchanged, the status code the Python error
  * carries (or the Java class's own), and {@link DLException#getRemoteError()}.
@@ -87,42 +96,73 @@ public final class Errors {
     private Errors() {
     }
 
+    /** A row of the table: a Python class, the status code of its Java exception (or null), the constructor. */
+    private static final class Row {
+        final String pythonClass;
+        final Integer code;
+        final Function<RemoteError, Exception> make;
+
+        Row(String pythonClass, Integer code, Function<RemoteError, Exception> make) {
+            this.pythonClass = pythonClass;
+            this.code = code;
+            this.make = make;
+        }
+    }
+
+    private static Row row(String pythonClass, Integer code, Function<RemoteError, Exception> make) {
+        return new Row(pythonClass, code, make);
+    }
+
+    /** The table: every Python class with a Java exception of its own. */
+    private static final List<Row> ROWS = List.of(
+        row("DLError", null, DLException::new),
+        row("InvalidStreamNameError", StatusCode.INVALID_STREAM_NAME, InvalidStreamNameException::new),
+        row("LogNotFoundError", StatusCode.LOG_NOT_FOUND, LogNotFoundException::new),
+        row("LogExistsError", StatusCode.LOG_EXISTS, LogExistsException::new),
+        row("LogEmptyError", StatusCode.LOG_EMPTY, LogEmptyException::new),
+        row("InvalidArgumentError", null, e -> new IllegalArgumentException(e.getMessage())),
+        row("LockingError", StatusCode.LOCKING_EXCEPTION, LockingException::new),
+        row("OwnershipAcquireFailedError", StatusCode.FOUND, OwnershipAcquireFailedException::new),
+        row("WriteError", StatusCode.WRITE_EXCEPTION, WriteException::new),
+        row("WriteCancelledError", StatusCode.WRITE_CANCELLED_EXCEPTION, WriteCancelledException::new),
+        row("TransmitError", StatusCode.BK_TRANSMIT_ERROR, BKTransmitException::new),
+        row("StreamNotReadyError", StatusCode.STREAM_NOT_READY, StreamNotReadyException::new),
+        row("OverCapacityError", StatusCode.OVER_CAPACITY, OverCapacityException::new),
+        row("TransactionIdOutOfOrderError", StatusCode.TRANSACTION_OUT_OF_ORDER,
+            TransactionIdOutOfOrderException::new),
+        row("EndOfStreamError", StatusCode.END_OF_STREAM, EndOfStreamException::new),
+        row("LogRecordTooLongError", StatusCode.TOO_LARGE_RECORD, LogRecordTooLongException::new),
+        row("AlreadyTruncatedTransactionError", StatusCode.TRUNCATED_TRANSACTION,
+            DLSNAlreadyTruncatedException::new),
+        row("CorruptedEntryError", StatusCode.CHECKSUM_FAILED, ChecksumFailedException::new),
+        row("InvalidEnvelopedEntryError", StatusCode.INVALID_ENVELOPED_ENTRY, InvalidEnvelopedEntryException::new),
+        row("ReadCancelledError", StatusCode.READ_CANCELLED_EXCEPTION, ReadCancelledException::new),
+        row("LogReadError", StatusCode.LOG_READ_ERROR, LogReadException::new),
+        row("IdleReaderError", null, IdleReaderException::new),
+        row("MetadataError", StatusCode.METADATA_EXCEPTION, MetadataException::new),
+        row("UnsupportedMetadataVersionError", StatusCode.UNSUPPORTED_METADATA_VERSION,
+            UnsupportedMetadataVersionException::new),
+        row("LogSegmentNotFoundError", StatusCode.LOG_SEGMENT_NOT_FOUND, LogSegmentNotFoundException::new),
+        row("LogSegmentIsTruncatedError", StatusCode.LOG_SEGMENT_IS_TRUNCATED, LogSegmentIsTruncatedException::new),
+        row("IllegalStateError", StatusCode.ILLEGAL_STATE, DLIllegalStateException::new),
+        row("AlreadyClosedError", StatusCode.ALREADY_CLOSED, AlreadyClosedException::new),
+        row("UnexpectedError", StatusCode.UNEXPECTED, UnexpectedException::new),
+        row("DLInterruptedError", StatusCode.INTERRUPTED, DLInterruptedException::new));
+
+    /** {@link #ROWS} by Python class. */
     private static final Map<String, Function<RemoteError, Exception>> BY_CLASS = new HashMap<>();
+    /** {@link #ROWS} by status code (the rows that have one). */
+    private static final Map<Integer, Function<RemoteError, Exception>> BY_CODE = new HashMap<>();
     /** Python class -> its Python parent class, as in {@code storage/errors.py}. */
     static final Map<String, String> PYTHON_PARENTS;
-    private static final Map<Integer, Function<RemoteError, Exception>> BY_CODE = new HashMap<>();
 
     static {
-        BY_CLASS.put("DLError", DLException::new);
-        BY_CLASS.put("InvalidStreamNameError", InvalidStreamNameException::new);
-        BY_CLASS.put("LogNotFoundError", LogNotFoundException::new);
-        BY_CLASS.put("LogExistsError", LogExistsException::new);
-        BY_CLASS.put("LogEmptyError", LogEmptyException::new);
-        BY_CLASS.put("InvalidArgumentError", e -> new IllegalArgumentException(e.getMessage()));
-        BY_CLASS.put("LockingError", LockingException::new);
-        BY_CLASS.put("OwnershipAcquireFailedError", OwnershipAcquireFailedException::new);
-        BY_CLASS.put("WriteError", WriteException::new);
-        BY_CLASS.put("WriteCancelledError", WriteCancelledException::new);
-        BY_CLASS.put("TransmitError", BKTransmitException::new);
-        BY_CLASS.put("StreamNotReadyError", StreamNotReadyException::new);
-        BY_CLASS.put("OverCapacityError", OverCapacityException::new);
-        BY_CLASS.put("TransactionIdOutOfOrderError", TransactionIdOutOfOrderException::new);
-        BY_CLASS.put("EndOfStreamError", EndOfStreamException::new);
-        BY_CLASS.put("LogRecordTooLongError", LogRecordTooLongException::new);
-        BY_CLASS.put("AlreadyTruncatedTransactionError", DLSNAlreadyTruncatedException::new);
-        BY_CLASS.put("CorruptedEntryError", ChecksumFailedException::new);
-        BY_CLASS.put("InvalidEnvelopedEntryError", InvalidEnvelopedEntryException::new);
-        BY_CLASS.put("ReadCancelledError", ReadCancelledException::new);
-        BY_CLASS.put("LogReadError", LogReadException::new);
-        BY_CLASS.put("IdleReaderError", IdleReaderException::new);
-        BY_CLASS.put("MetadataError", MetadataException::new);
-        BY_CLASS.put("UnsupportedMetadataVersionError", UnsupportedMetadataVersionException::new);
-        BY_CLASS.put("LogSegmentNotFoundError", LogSegmentNotFoundException::new);
-        BY_CLASS.put("LogSegmentIsTruncatedError", LogSegmentIsTruncatedException::new);
-        BY_CLASS.put("IllegalStateError", DLIllegalStateException::new);
-        BY_CLASS.put("AlreadyClosedError", AlreadyClosedException::new);
-        BY_CLASS.put("UnexpectedError", UnexpectedException::new);
-        BY_CLASS.put("DLInterruptedError", DLInterruptedException::new);
+        for (Row r : ROWS) {
+            if (BY_CLASS.put(r.pythonClass, r.make) != null
+                || r.code != null && BY_CODE.put(r.code, r.make) != null) {
+                throw new IllegalStateException("two rows for " + r.pythonClass + " or its code " + r.code);
+            }
+        }
 
         Map<String, String> p = new LinkedHashMap<>();
         for (String c : new String[] {"InvalidStreamNameError", "LogNotFoundError", "LogExistsError", "LogEmptyError",
@@ -147,34 +187,6 @@ public final class Errors {
         p.put("LedgerNotFoundError", "SegmentStoreError");
         p.put("AlreadyClosedError", "IllegalStateError");
         PYTHON_PARENTS = Collections.unmodifiableMap(p);
-
-        BY_CODE.put(StatusCode.INVALID_STREAM_NAME, InvalidStreamNameException::new);
-        BY_CODE.put(StatusCode.LOG_NOT_FOUND, LogNotFoundException::new);
-        BY_CODE.put(StatusCode.LOG_EXISTS, LogExistsException::new);
-        BY_CODE.put(StatusCode.LOG_EMPTY, LogEmptyException::new);
-        BY_CODE.put(StatusCode.LOCKING_EXCEPTION, LockingException::new);
-        BY_CODE.put(StatusCode.FOUND, OwnershipAcquireFailedException::new);
-        BY_CODE.put(StatusCode.WRITE_EXCEPTION, WriteException::new);
-        BY_CODE.put(StatusCode.WRITE_CANCELLED_EXCEPTION, WriteCancelledException::new);
-        BY_CODE.put(StatusCode.BK_TRANSMIT_ERROR, BKTransmitException::new);
-        BY_CODE.put(StatusCode.STREAM_NOT_READY, StreamNotReadyException::new);
-        BY_CODE.put(StatusCode.OVER_CAPACITY, OverCapacityException::new);
-        BY_CODE.put(StatusCode.TRANSACTION_OUT_OF_ORDER, TransactionIdOutOfOrderException::new);
-        BY_CODE.put(StatusCode.END_OF_STREAM, EndOfStreamException::new);
-        BY_CODE.put(StatusCode.TOO_LARGE_RECORD, LogRecordTooLongException::new);
-        BY_CODE.put(StatusCode.TRUNCATED_TRANSACTION, DLSNAlreadyTruncatedException::new);
-        BY_CODE.put(StatusCode.CHECKSUM_FAILED, ChecksumFailedException::new);
-        BY_CODE.put(StatusCode.INVALID_ENVELOPED_ENTRY, InvalidEnvelopedEntryException::new);
-        BY_CODE.put(StatusCode.READ_CANCELLED_EXCEPTION, ReadCancelledException::new);
-        BY_CODE.put(StatusCode.LOG_READ_ERROR, LogReadException::new);
-        BY_CODE.put(StatusCode.METADATA_EXCEPTION, MetadataException::new);
-        BY_CODE.put(StatusCode.UNSUPPORTED_METADATA_VERSION, UnsupportedMetadataVersionException::new);
-        BY_CODE.put(StatusCode.LOG_SEGMENT_NOT_FOUND, LogSegmentNotFoundException::new);
-        BY_CODE.put(StatusCode.LOG_SEGMENT_IS_TRUNCATED, LogSegmentIsTruncatedException::new);
-        BY_CODE.put(StatusCode.ILLEGAL_STATE, DLIllegalStateException::new);
-        BY_CODE.put(StatusCode.ALREADY_CLOSED, AlreadyClosedException::new);
-        BY_CODE.put(StatusCode.INTERRUPTED, DLInterruptedException::new);
-        BY_CODE.put(StatusCode.UNEXPECTED, UnexpectedException::new);
     }
 
     /**

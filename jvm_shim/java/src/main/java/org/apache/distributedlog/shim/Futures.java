@@ -5,6 +5,7 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.distributedlog.exceptions.DLInterruptedException;
@@ -48,7 +49,7 @@ final class Futures {
     }
 
     /** Run {@code body} on {@code executor}; its exception fails the future. */
-    static <T> CompletableFuture<T> supply(java.util.concurrent.Executor executor, IOSupplier<T> body) {
+    static <T> CompletableFuture<T> supply(Executor executor, IOSupplier<T> body) {
         CompletableFuture<T> f = new CompletableFuture<>();
         try {
             executor.execute(() -> {

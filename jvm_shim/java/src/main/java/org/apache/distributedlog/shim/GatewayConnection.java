@@ -155,17 +155,14 @@ public final class GatewayConnection implements AutoCloseable {
         long t0 = TRACE ? System.nanoTime() : 0;
         DataChannel channel = dataChannel;
         boolean viaChannel = channel != null && DATA_OPS.contains(op);
+        String json = Json.write(args);
+        byte[] bytes = data == null ? EMPTY : data;
         try {
-            if (viaChannel) {
-                raw = channel.call(op, Json.write(args), data == null ? EMPTY : data);
-            } else {
-                raw = gateway.call(op, Json.write(args), data == null ? EMPTY : data);
-            }
+            raw = viaChannel ? channel.call(op, json, bytes) : gateway.call(op, json, bytes);
             if (TRACE) {
                 System.err.printf("[dlog-shim] %s %s via %s %d B -> %d B in %.3f ms%n",
                                   Thread.currentThread().getName(), op, viaChannel ? "data-channel" : "py4j",
-                                  data == null ? 0 : data.length, raw == null ? 0 : raw.length,
-                                  (System.nanoTime() - t0) / 1e6);
+                                  bytes.length, raw == null ? 0 : raw.length, (System.nanoTime() - t0) / 1e6);
             }
         } catch (Py4JException | IOException e) {
             if (closed) {
@@ -207,18 +204,14 @@ public final class GatewayConnection implements AutoCloseable {
                 Boolean.TRUE.equals(doc.get("retriable")),
                 doc.get("message") == null ? "" : String.valueOf(doc.get("message")),
                 details(doc.get("details")));
-            Exception e = Errors.toException(err);
-            if (e instanceof IOException) {
-                throw (IOException) e;
-            }
-            throw (RuntimeException) e;
+            throw Errors.rethrow(Errors.toException(err));
         }
         if (raw[0] != 0 || raw.length < 5) {
             throw new UnexpectedException("malformed gateway response to " + op + " (status " + raw[0] + ", "
                 + raw.length + " bytes)");
         }
         int n = ByteBuffer.wrap(raw, 1, 4).getInt();
-        if (n < 0 || 5 + n > raw.length) {
+        if (n < 0 || n > raw.length - 5) {
             throw new UnexpectedException("malformed gateway response to " + op + " (JSON length " + n + ")");
         }
         Map<String, Object> result;
@@ -263,10 +256,12 @@ public final class GatewayConnection implements AutoCloseable {
     /** Close every socket to the gateway (the gateway itself keeps running). */
     @Override
     public void close() {
-        if (closed) {
-            return;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
         }
-        closed = true;
         DataChannel channel = dataChannel;
         if (channel != null) {
             channel.close();

@@ -23,9 +23,10 @@ import org.apache.distributedlog.exceptions.ServiceUnavailableException;
  * A gateway process started by this JVM: {@code <python> -m jvm_shim --uri URI --port 0 --parent-watch} with a
  * random py4j auth token in {@code DLOG_GATEWAY_TOKEN}. The interpreter is {@code $DLOG_PYTHON}, else
  * {@code $PYSPARK_PYTHON}, else {@code python3}. The process announces its port on its first stdout line,
- * {@code GATEWAY port=<port> token=env}. Its stderr is copied to this JVM's stderr (prefixed
- * {@code [dlog-gateway] }, unless {@code DLOG_GATEWAY_QUIET=1}) and its tail kept for error messages. Its stdin
- * stays open: with {@code --parent-watch} the gateway exits when this JVM dies, even by SIGKILL.
+ * {@code GATEWAY port=<port> token=env}. Its other output (stderr, and stdout after that line) is copied to this
+ * JVM's stderr (prefixed {@code [dlog-gateway] }, unless {@code DLOG_GATEWAY_QUIET=1}) and its tail kept for error
+ * messages. Its stdin stays open: with {@code --parent-watch} the gateway exits when this JVM dies, even by
+ * SIGKILL.
  */
 final class GatewayProcess {
 
@@ -104,14 +105,14 @@ final class GatewayProcess {
         try {
             gp.port.get(timeoutMs, TimeUnit.MILLISECONDS);
         } catch (TimeoutException e) {
-            gp.destroyNow();
+            gp.abandon();
             throw gp.failure("did not announce its port within " + timeoutMs + " ms");
         } catch (ExecutionException e) {
             gp.waitQuietly(2000);
-            gp.destroyNow();
+            gp.abandon();
             throw gp.failure(e.getCause().getMessage());
         } catch (InterruptedException e) {
-            gp.destroyNow();
+            gp.abandon();
             Thread.currentThread().interrupt();
             throw new DLInterruptedException("interrupted while starting the DistributedLog gateway");
         }
@@ -167,16 +168,8 @@ final class GatewayProcess {
         return token;
     }
 
-    String python() {
-        return command.get(0);
-    }
-
     long pid() {
         return process.pid();
-    }
-
-    boolean isAlive() {
-        return process.isAlive();
     }
 
     String stderrTail() {
@@ -213,11 +206,16 @@ final class GatewayProcess {
             process.destroy();
             waitQuietly(5000);
         }
+        abandon();
+    }
+
+    /** Kill the process (if still alive) and drop the shutdown hook: nothing is left to reap at JVM exit. */
+    private void abandon() {
         destroyNow();
         try {
             Runtime.getRuntime().removeShutdownHook(shutdownHook);
         } catch (IllegalStateException e) {
-            // shutting down
+            // the JVM is shutting down (the hook runs, or is running this)
         }
     }
 

@@ -1,7 +1,6 @@
 package org.apache.distributedlog.shim;
 
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -16,6 +15,13 @@ final class Json {
     }
 
     // --- writing ----------------------------------------------------------------------------------
+
+    /** A new (mutable) JSON object holding {@code key: value}, for example the arguments {@code {"log": 7}}. */
+    static Map<String, Object> object(String key, Object value) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put(key, value);
+        return m;
+    }
 
     static String write(Object value) {
         StringBuilder sb = new StringBuilder(64);
@@ -340,10 +346,10 @@ final class Json {
 
     static List<String> getStrings(Map<String, Object> m, String key) {
         Object v = m.get(key);
-        List<String> out = new ArrayList<>();
         if (v instanceof List) {
-            for (Iterator<?> it = ((List<?>) v).iterator(); it.hasNext();) {
-                out.add(String.valueOf(it.next()));
+            List<String> out = new ArrayList<>();
+            for (Object o : (List<?>) v) {
+                out.add(String.valueOf(o));
             }
             return out;
         }

@@ -11,8 +11,18 @@ import javax.net.SocketFactory;
  */
 final class NoDelaySocketFactory extends SocketFactory {
 
+    /** {@code s} with {@code TCP_NODELAY} set; closed if that fails. */
     private static Socket noDelay(Socket s) throws IOException {
-        s.setTcpNoDelay(true);
+        try {
+            s.setTcpNoDelay(true);
+        } catch (IOException | RuntimeException e) {
+            try {
+                s.close();
+            } catch (IOException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
         return s;
     }
 

@@ -8,7 +8,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.distributedlog.LogRecordWithDLSN;
 import org.apache.distributedlog.api.AsyncLogReader;
-import org.apache.distributedlog.exceptions.ReadCancelledException;
 
 /**
  * The async reader: one prefetch thread owns the gateway's reader handle. It reads ahead with {@code reader.read}
@@ -90,7 +89,7 @@ final class ShimAsyncLogReader implements AsyncLogReader {
         List<Runnable> done = new ArrayList<>();
         synchronized (lock) {
             if (closed) {
-                r.future.completeExceptionally(cancelled());
+                r.future.completeExceptionally(fetcher.cancelled());
                 return r.future;
             }
             pending.add(r);
@@ -99,10 +98,6 @@ final class ShimAsyncLogReader implements AsyncLogReader {
         }
         done.forEach(Runnable::run);
         return r.future;
-    }
-
-    private ReadCancelledException cancelled() {
-        return new ReadCancelledException(fetcher.streamName, "Reader was closed");
     }
 
     /** Satisfy what pending reads can be (under the lock); completions run after it is released. */
@@ -234,7 +229,7 @@ final class ShimAsyncLogReader implements AsyncLogReader {
             }
         }
         for (Request r : cancelledReads) {
-            r.future.completeExceptionally(cancelled());
+            r.future.completeExceptionally(fetcher.cancelled());
         }
         return closeFuture;
     }

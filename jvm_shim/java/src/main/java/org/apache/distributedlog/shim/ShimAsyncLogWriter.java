@@ -2,7 +2,6 @@ package org.apache.distributedlog.shim;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -27,9 +26,9 @@ import org.apache.distributedlog.exceptions.WriteCancelledException;
  * their DLSNs, or with the batch's error. The sender never waits for acknowledgements (the gateway's writer only
  * transmits what it buffers when more records, a flush or a close come, so waiting could deadlock); instead,
  * {@code write} blocks (except on the writer's own threads) while more than {@value #MAX_QUEUED_BYTES} bytes are
- * queued or unacknowledged. Other operations (flush, truncate, end of stream, close, abort) go through the sender in order; flush,
- * end of stream and close make the gateway's writer transmit what it buffers, then wait until every batch before
- * them is completed.
+ * queued or unacknowledged. Other operations (flush, truncate, end of stream, close) go through the sender in
+ * order (an abort goes before everything still queued); flush, end of stream and close make the gateway's writer
+ * transmit what it buffers, then wait until every batch before them is completed.
  *
  * <p>As in DistributedLog, a write is acknowledged once the gateway's writer has transmitted it: with the default
  * configuration ({@code writerOutputBufferSize} 1024, no periodic flush) the last records of a burst wait for
@@ -119,9 +118,7 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
     }
 
     private Map<String, Object> args() {
-        Map<String, Object> a = new LinkedHashMap<>();
-        a.put("writer", handle);
-        return a;
+        return Json.object("writer", handle);
     }
 
     // --- AsyncLogWriter ---------------------------------------------------------------------------
@@ -150,14 +147,15 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
         Pending p = new Pending(record, f);
         reserve(p.size);
         synchronized (state) {
-            if (closing) {
-                release(p.size);
-                f.completeExceptionally(new AlreadyClosedException("the writer of " + streamName + " is closed"));
+            if (!closing) {
+                queue.add(p);
+                lastTxId = record.getTransactionId();
                 return f;
             }
-            queue.add(p);
-            lastTxId = record.getTransactionId();
         }
+        // outside the state lock: release() takes the space lock, and reserve() takes them in the other order
+        release(p.size);
+        f.completeExceptionally(closedError());
         return f;
     }
 
@@ -225,12 +223,16 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
     private CompletableFuture<Object> command(Kind kind, DLSN dlsn) {
         synchronized (state) {
             if (closing) {
-                return Futures.failed(new AlreadyClosedException("the writer of " + streamName + " is closed"));
+                return Futures.failed(closedError());
             }
             Command c = new Command(kind, dlsn);
             queue.add(c);
             return c.future;
         }
+    }
+
+    private AlreadyClosedException closedError() {
+        return new AlreadyClosedException("the writer of " + streamName + " is closed");
     }
 
     // --- flow control -----------------------------------------------------------------------------
@@ -301,11 +303,7 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
                 send(batch, bytes);
             }
         } catch (InterruptedException e) {
-            synchronized (state) {
-                closing = true;
-                done = true;
-            }
-            failQueued(new WriteCancelledException(streamName, "the writer thread was interrupted"));
+            finish(new WriteCancelledException(streamName, "the writer thread was interrupted"));
         } finally {
             inflight.add(STOP);
             conn.releaseThreadConnection();
@@ -370,7 +368,7 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
                         conn.call("writer.close", args());
                         c.future.complete(null);
                     } finally {
-                        finish();
+                        finish(closedError());
                     }
                     return true;
                 }
@@ -381,7 +379,7 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
                         conn.call("writer.abort", args());
                         c.future.complete(null);
                     } finally {
-                        finish();
+                        finish(closedError());
                     }
                     return true;
                 }
@@ -404,12 +402,13 @@ final class ShimAsyncLogWriter implements AsyncLogWriter {
         latch.await();
     }
 
-    private void finish() {
+    /** The sender ends: nothing more is queued; what is queued fails with {@code queuedError}. */
+    private void finish(Throwable queuedError) {
         synchronized (state) {
             closing = true;
             done = true;
         }
-        failQueued(new AlreadyClosedException("the writer of " + streamName + " is closed"));
+        failQueued(queuedError);
         if (onClosed != null) {
             onClosed.run();
         }

@@ -2,14 +2,17 @@ package org.apache.distributedlog.shim;
 
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
 import org.apache.distributedlog.DLSN;
 import org.apache.distributedlog.api.AsyncLogReader;
 import org.apache.distributedlog.api.AsyncLogWriter;
@@ -17,6 +20,7 @@ import org.apache.distributedlog.api.DistributedLogManager;
 import org.apache.distributedlog.api.LogReader;
 import org.apache.distributedlog.api.LogWriter;
 import org.apache.distributedlog.exceptions.AlreadyClosedException;
+import org.apache.distributedlog.io.AsyncCloseable;
 
 /**
  * A log of the namespace ({@code log.open}); the writers and readers opened from it are closed with it.
@@ -29,7 +33,8 @@ final class ShimLogManager implements DistributedLogManager {
     private final Executor executor;
     private final int readWaitMs;
     private final Runnable onClosed;
-    private final Set<Object> children = ConcurrentHashMap.newKeySet();
+    /** The writers and readers opened here and not closed yet (each removes itself when it closes). */
+    private final Set<AsyncCloseable> children = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
     ShimLogManager(GatewayConnection conn, long handle, String name, Executor executor, int readWaitMs,
@@ -43,15 +48,33 @@ final class ShimLogManager implements DistributedLogManager {
     }
 
     private Map<String, Object> args() {
-        Map<String, Object> a = new LinkedHashMap<>();
-        a.put("log", handle);
-        return a;
+        return Json.object("log", handle);
     }
 
     private void check() throws IOException {
         if (closed) {
-            throw new AlreadyClosedException("the log manager of " + name + " is closed");
+            throw closedError();
         }
+    }
+
+    private AlreadyClosedException closedError() {
+        return new AlreadyClosedException("the log manager of " + name + " is closed");
+    }
+
+    /**
+     * Make a writer or reader with {@code make} (given the callback that forgets it once closed) and remember it
+     * until then. One opened while this log manager closes is closed at once, and the open fails.
+     */
+    private <T extends AsyncCloseable> T track(Function<Runnable, T> make) throws IOException {
+        Object[] self = new Object[1];
+        T child = make.apply(() -> children.remove(self[0]));
+        self[0] = child;
+        children.add(child);
+        if (closed) { // close() may have listed the children before this one was added
+            child.asyncClose();
+            throw closedError();
+        }
+        return child;
     }
 
     @Override
@@ -64,11 +87,7 @@ final class ShimLogManager implements DistributedLogManager {
     private ShimAsyncLogWriter newWriter() throws IOException {
         check();
         long w = Json.getLong(conn.call("writer.open", args()).result, "writer");
-        Object[] self = new Object[1];
-        ShimAsyncLogWriter writer = new ShimAsyncLogWriter(conn, w, name, () -> children.remove(self[0]));
-        self[0] = writer;
-        children.add(writer);
-        return writer;
+        return track(onClosed -> new ShimAsyncLogWriter(conn, w, name, onClosed));
     }
 
     @Override
@@ -106,20 +125,12 @@ final class ShimLogManager implements DistributedLogManager {
 
     private LogReader syncReader(DLSN fromDLSN, Long fromTxnId) throws IOException {
         long r = openReader(fromDLSN, fromTxnId);
-        Object[] self = new Object[1];
-        ShimLogReader reader = new ShimLogReader(conn, r, name, readWaitMs, () -> children.remove(self[0]));
-        self[0] = reader;
-        children.add(reader);
-        return reader;
+        return track(onClosed -> new ShimLogReader(conn, r, name, readWaitMs, onClosed));
     }
 
     private AsyncLogReader asyncReader(DLSN fromDLSN, Long fromTxnId) throws IOException {
         long r = openReader(fromDLSN, fromTxnId);
-        Object[] self = new Object[1];
-        ShimAsyncLogReader reader = new ShimAsyncLogReader(conn, r, name, () -> children.remove(self[0]));
-        self[0] = reader;
-        children.add(reader);
-        return reader;
+        return track(onClosed -> new ShimAsyncLogReader(conn, r, name, onClosed));
     }
 
     @Override
@@ -234,34 +245,35 @@ final class ShimLogManager implements DistributedLogManager {
 
     // --- closing ----------------------------------------------------------------------------------
 
-    /** Close the writers (waiting up to 30 s for their writes, else aborting) and readers opened from here. */
-    void closeChildren() {
+    /**
+     * Close the writers (waiting for their writes) and readers opened from here, waiting up to 30 s for each; one
+     * that cannot close in time is left to the gateway ({@code log.close} closes its handle there).
+     */
+    private void closeChildren() {
         List<CompletableFuture<Void>> closing = new ArrayList<>();
-        for (Object c : new ArrayList<>(children)) {
-            if (c instanceof ShimAsyncLogWriter) {
-                closing.add(((ShimAsyncLogWriter) c).asyncClose());
-            } else if (c instanceof ShimAsyncLogReader) {
-                closing.add(((ShimAsyncLogReader) c).asyncClose());
-            } else if (c instanceof ShimLogReader) {
-                closing.add(((ShimLogReader) c).asyncClose());
-            }
+        for (AsyncCloseable c : new ArrayList<>(children)) {
+            closing.add(c.asyncClose());
         }
-        for (int i = 0; i < closing.size(); i++) {
+        for (CompletableFuture<Void> f : closing) {
             try {
-                closing.get(i).get(30, TimeUnit.SECONDS);
-            } catch (Exception e) {
-                // a writer that cannot close is left to the gateway (its handles die with the namespace)
+                f.get(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            } catch (ExecutionException | TimeoutException | CancellationException e) {
+                // left to the gateway
             }
         }
-        children.clear();
     }
 
     @Override
     public void close() throws IOException {
-        if (closed) {
-            return;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
         }
-        closed = true;
         try {
             closeChildren();
             if (!conn.isClosed()) {

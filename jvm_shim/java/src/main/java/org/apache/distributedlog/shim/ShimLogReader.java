@@ -3,7 +3,6 @@ package org.apache.distributedlog.shim;
 import java.io.IOException;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -32,7 +31,7 @@ final class ShimLogReader implements LogReader {
 
     private boolean fill(int wait) throws IOException {
         if (closed) {
-            throw new ReadCancelledException(fetcher.streamName, "Reader was closed");
+            throw fetcher.cancelled();
         }
         if (error != null) {
             throw error;
@@ -115,8 +114,7 @@ final class ShimLogReader implements LogReader {
         }
 
         List<LogRecordWithDLSN> fetch(int waitMs) throws IOException {
-            Map<String, Object> a = new LinkedHashMap<>();
-            a.put("reader", handle);
+            Map<String, Object> a = Json.object("reader", handle);
             a.put("max", max);
             a.put("waitMs", waitMs);
             GatewayConnection.Response r = conn.call("reader.read", a);
@@ -129,9 +127,12 @@ final class ShimLogReader implements LogReader {
         }
 
         void close() throws IOException {
-            Map<String, Object> a = new LinkedHashMap<>();
-            a.put("reader", handle);
-            conn.call("reader.close", a);
+            conn.call("reader.close", Json.object("reader", handle));
+        }
+
+        /** The error of a read on a closed reader (DistributedLog's). */
+        ReadCancelledException cancelled() {
+            return new ReadCancelledException(streamName, "Reader was closed");
         }
     }
 }

@@ -10,7 +10,7 @@ import org.apache.distributedlog.exceptions.AlreadyClosedException;
 /**
  * The sync writer: the async engine ({@link ShimAsyncLogWriter}) with DistributedLog's sync semantics. Writes are
  * batched; the first failed write puts the writer in error: every later {@code write}, {@code flush} and
- * {@code commit} throws that error.
+ * {@code commit} throws that error, and so does {@code close} (after closing the writer).
  */
 final class ShimLogWriter implements LogWriter {
 
@@ -79,6 +79,11 @@ final class ShimLogWriter implements LogWriter {
         }
         closed = true;
         Futures.result(async.asyncClose());
+        // the writes close() waited for may have failed: report it, as a flush would
+        Throwable e = error.get();
+        if (e != null) {
+            throw Errors.rethrow(e);
+        }
     }
 
     @Override

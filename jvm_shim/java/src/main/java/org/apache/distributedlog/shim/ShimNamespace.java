@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -79,8 +78,7 @@ public final class ShimNamespace implements Namespace {
             } else {
                 conn = GatewayConnection.connect(host, port, token);
             }
-            Map<String, Object> a = new LinkedHashMap<>();
-            a.put("uri", uri);
+            Map<String, Object> a = Json.object("uri", uri);
             if (conf != null && !conf.isEmpty()) {
                 a.put("conf", conf);
             }
@@ -109,9 +107,7 @@ public final class ShimNamespace implements Namespace {
     }
 
     private Map<String, Object> args() {
-        Map<String, Object> a = new LinkedHashMap<>();
-        a.put("ns", handle);
-        return a;
+        return Json.object("ns", handle);
     }
 
     private Map<String, Object> args(String name) {
@@ -125,8 +121,12 @@ public final class ShimNamespace implements Namespace {
 
     private void check() throws IOException {
         if (closed) {
-            throw new AlreadyClosedException("namespace " + uri + " is closed");
+            throw closedError();
         }
+    }
+
+    private AlreadyClosedException closedError() {
+        return new AlreadyClosedException("the namespace " + uri + " is closed");
     }
 
     /** @return the namespace URI */
@@ -175,6 +175,14 @@ public final class ShimNamespace implements Namespace {
                                                 () -> logs.remove(self[0]));
         self[0] = dlm;
         logs.add(dlm);
+        if (closed) { // close() may have listed the logs before this one was added
+            try {
+                dlm.close();
+            } catch (IOException | RuntimeException e) {
+                // the namespace is closing anyway
+            }
+            throw closedError();
+        }
         return dlm;
     }
 
@@ -208,10 +216,12 @@ public final class ShimNamespace implements Namespace {
      */
     @Override
     public void close() {
-        if (closed) {
-            return;
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            closed = true;
         }
-        closed = true;
         try {
             for (ShimLogManager dlm : new ArrayList<>(logs)) {
                 try {

@@ -114,7 +114,7 @@ public class NamespaceBuilder {
             if (env != null && !env.trim().isEmpty()) {
                 String hp = env.trim();
                 int colon = hp.lastIndexOf(':');
-                if (colon <= 0 || colon == hp.length() - 1) {
+                if (colon <= 0 || !hp.substring(colon + 1).matches("[0-9]{1,5}")) {
                     throw new IllegalArgumentException("DLOG_GATEWAY must be host:port, got '" + hp + "'");
                 }
                 host = hp.substring(0, colon);
@@ -127,7 +127,7 @@ public class NamespaceBuilder {
             String env = System.getenv("DLOG_GATEWAY_START_TIMEOUT_MS");
             timeout = env == null || env.trim().isEmpty() ? 60_000 : Long.parseLong(env.trim());
         }
-        int readWaitMs = conf == null ? 200 : conf.getReadAheadWaitTime();
+        int readWaitMs = (conf == null ? new DistributedLogConfiguration() : conf).getReadAheadWaitTime();
         return ShimNamespace.open(uri.toString(), props, clientId, host, port, token, python, timeout,
                                   readWaitMs);
     }
