@@ -87,6 +87,7 @@ setup(
         "pyspark==4.3.*",
         "kazoo>=2.9",
         "pyarrow>=15",
+        "numpy>=1.24",
         "lz4>=4.0",
         "py4j>=0.10.9",
         "crc32c>=2.3",

@@ -7,30 +7,30 @@ record (control and end-of-stream records are not rows). It is the inverse of
 :mod:`storage.arrow_entries` (Arrow columns to entries) and gives the same rows as decoding every
 entry with :func:`storage.entry.decode_entry_columns`.
 
-:class:`RecordColumns` accumulates rows entry by entry. An uncompressed enveloped entry that holds
-only user records (flags 0: no control, end-of-stream or record-set records) is scanned in place:
-the loop reads each 20-byte record header once and records where the payload starts and ends, and
-the payloads are later cut out of the entry bytes by Arrow (one ``take`` per batch), so no
-``bytes`` object is made per record. Any other entry (LZ4, record sets, control or end-of-stream
-records, malformed data, a boundary entry cut by a DLSN) goes through
+:class:`RecordColumns` accumulates rows entry by entry as numpy arrays. An uncompressed enveloped
+entry that holds only user records (flags 0: no control, end-of-stream or record-set records) is
+read in place: its 20-byte record headers (``metadata, txid, length``, big-endian) are located and
+then decoded by numpy all at once. When every record has the first one's length the headers are one
+strided view (no loop at all: the length fields are checked to chain exactly); otherwise one short
+Python step per record follows the length fields to find them. Any other entry (LZ4, record sets,
+control or end-of-stream records, malformed data, a boundary entry cut by a DLSN) goes through
 :func:`storage.entry.decode_entry_columns`, which also raises the errors.
 
-How the ``value`` column is made: the batch's buffers (entries, and payloads joined for the
-decoded path) are joined into one buffer ``B``, and an Arrow binary array of ``2 n`` elements is
-laid over it whose elements alternate "gap" and "payload": element ``2 i`` is everything between
-payload ``i - 1`` and payload ``i`` (envelope and record headers; empty between decoded payloads),
-element ``2 i + 1`` is payload ``i``. Taking the odd elements gives the column.
+The ``value`` column is built once per batch: the payloads are copied straight from the entry
+buffers into one buffer (a strided 2-D copy for uniform entries; for others Arrow's ``take`` over a
+binary array laid on the entry whose elements alternate headers and payloads).
 """
 
 from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Iterable, Iterator
-from itertools import repeat
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from storage.entry import HEADER_LENGTH, VERSION_ONE, EntryColumns, decode_entry_columns
 from storage.record import CONTROL, END_OF_STREAM, FLAGS_MASK, RECORD_HEADER_SIZE
@@ -58,7 +58,9 @@ MAX_BATCH_BYTES = 64 << 20
 
 _NOT_USER = CONTROL | END_OF_STREAM
 _ENVELOPE = struct.Struct(">Biii")
-_RECORD = struct.Struct(">qqi")
+_LEN = struct.Struct(">i")
+#: A record header: metadata (flags | position << 16), txid, payload length; big-endian, packed.
+_HEADER = np.dtype([("meta", ">i8"), ("txid", ">i8"), ("len", ">i4")])
 _CODEC_MASK = 0x3
 _POS_MASK = 0xFFFFFFFF
 _INT32_MAX = (1 << 31) - 1
@@ -80,20 +82,103 @@ def _position(metadata: int) -> int:
     return p - (1 << 32) if p > _INT32_MAX else p
 
 
+class _Values(NamedTuple):
+    """Where the payloads of one entry's rows are: ``data[starts[i] : starts[i] + lens[i]]``."""
+
+    data: bytes
+    starts: npt.NDArray[np.int64]
+    lens: npt.NDArray[np.int64]
+    #: > 0: uniform records, payload ``i`` at ``starts[0] + i * stride``; 0: payloads back to back
+    #: (decoded rows); -1: scattered (plain entry of records of different sizes)
+    stride: int
+
+
+def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    if not parts:
+        return np.empty(0, np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _uniform_headers(data: bytes, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void], int] | None:
+    """The record headers of a plain entry whose records all have the payload length of the first, read
+    as one strided view (no loop); None when they do not."""
+    (length,) = _LEN.unpack_from(data, HEADER_LENGTH + 16)
+    if length < 0:
+        return None
+    stride = RECORD_HEADER_SIZE + length
+    count, rest = divmod(end - HEADER_LENGTH, stride)
+    if rest:
+        return None
+    headers = np.ndarray((count,), _HEADER, buffer=data, offset=HEADER_LENGTH, strides=(stride,))
+    if not (headers["len"] == length).all():
+        return None  # the chain of lengths leaves the predicted offsets somewhere
+    return np.arange(HEADER_LENGTH, end, stride, dtype=np.int64), headers, stride
+
+
+def _scanned_headers(data: bytes, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void], int] | None:
+    """The record headers of a plain entry found by following the length fields (one small step per
+    record), then gathered at once; None for a malformed chain."""
+    starts = array("q")
+    add = starts.append
+    unpack = _LEN.unpack_from
+    off = HEADER_LENGTH
+    try:
+        while off < end:
+            add(off)
+            (length,) = unpack(data, off + 16)
+            if length < 0:
+                return None
+            off += RECORD_HEADER_SIZE + length
+    except struct.error:  # a truncated header
+        return None
+    if off != end:
+        return None
+    at = np.frombuffer(starts, np.int64)
+    raw = np.frombuffer(data, np.uint8)
+    windows = np.lib.stride_tricks.as_strided(raw, (end - RECORD_HEADER_SIZE + 1, RECORD_HEADER_SIZE), (1, 1))
+    headers = windows[at].view(_HEADER).reshape(-1)  # row i of windows: the 20 bytes at offset i
+    return at, headers, -1
+
+
+def _values_column(parts: list[_Values], n: int) -> pa.Array:
+    """The binary column of the rows of ``parts``: their payloads copied once into one buffer."""
+    lens = _concat([p.lens for p in parts])
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    at = 0
+    for p in parts:
+        size = int(p.lens.sum())
+        if size == 0:
+            continue
+        if p.stride > 0:
+            count = len(p.lens)
+            width = size // count
+            block = np.ndarray((count, width), np.uint8, buffer=p.data, offset=int(p.starts[0]), strides=(p.stride, 1))
+            out[at : at + size].reshape(count, width)[...] = block
+        elif p.stride == 0:
+            out[at : at + size] = np.frombuffer(p.data, np.uint8, size, int(p.starts[0]) if len(p.starts) else 0)
+        else:
+            # gaps (envelope and record headers) and payloads alternate over the entry; take the payloads
+            bounds = np.empty(2 * len(p.lens) + 1, np.int32)
+            bounds[0] = 0
+            bounds[1::2] = p.starts
+            bounds[2::2] = p.starts + p.lens
+            laid = pa.BinaryArray.from_buffers(
+                pa.binary(), 2 * len(p.lens), [None, pa.py_buffer(bounds), pa.py_buffer(p.data)]
+            )
+            taken = laid.take(_odd(len(p.lens)))
+            out[at : at + size] = np.frombuffer(taken.buffers()[2], np.uint8, size)
+        at += size
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)]
+    )
+
+
 class RecordColumns:
     """The user records of one log segment, accumulated entry by entry until :meth:`batch` is called."""
 
-    __slots__ = (
-        "_chunks",
-        "_entries",
-        "_lssn",
-        "_metas",
-        "_nbytes",
-        "_offsets",
-        "_seq_base",
-        "_slots",
-        "_txids",
-    )
+    __slots__ = ("_entries", "_lssn", "_metas", "_nbytes", "_rows", "_seq_base", "_slots", "_txids", "_values")
 
     def __init__(self, lssn: int, seq_base: int) -> None:
         """``seq_base``: the segment's start sequence id - 1 (a record's sequence id is ``seq_base +
@@ -103,17 +188,17 @@ class RecordColumns:
         self._reset()
 
     def _reset(self) -> None:
-        self._chunks: list[bytes] = []
-        self._nbytes = 0  # total length of _chunks
-        self._offsets = array("i", [0])  # 2 n + 1 boundaries in the joined chunks (see the module doc)
-        self._metas = array("q")  # the record metadata long of each row (its position is in bits 16..47)
-        self._txids = array("q")
-        self._entries = array("q")
-        self._slots = array("q")
+        self._rows = 0
+        self._nbytes = 0  # payload bytes of the rows so far
+        self._metas: list[np.ndarray] = []  # the record metadata long of each row (position in bits 16..47)
+        self._txids: list[np.ndarray] = []
+        self._entries: list[np.ndarray] = []
+        self._slots: list[np.ndarray] = []
+        self._values: list[_Values] = []
 
     @property
     def num_rows(self) -> int:
-        return len(self._txids)
+        return self._rows
 
     @property
     def num_bytes(self) -> int:
@@ -128,60 +213,45 @@ class RecordColumns:
         caller decodes it and uses :meth:`add_rows`.
         """
         end = len(data)
-        if end < HEADER_LENGTH:
+        if end < HEADER_LENGTH + RECORD_HEADER_SIZE:
             return None
         version, codec, original_len, stored_len = _ENVELOPE.unpack_from(data, 0)
         n = end - HEADER_LENGTH
-        if version != VERSION_ONE or codec & _CODEC_MASK or original_len != n or stored_len != n or n == 0:
+        if version != VERSION_ONE or codec & _CODEC_MASK or original_len != n or stored_len != n:
             return None
-        offsets = self._offsets
-        metas = self._metas
-        txids = self._txids
-        first = len(txids)
-        add_offset = offsets.append
-        add_meta = metas.append
-        add_txid = txids.append
-        unpack = _RECORD.unpack_from
-        base = self._nbytes
-        off = HEADER_LENGTH
-        try:
-            while off < end:
-                metadata, txid, length = unpack(data, off)
-                if metadata & FLAGS_MASK or length < 0:
-                    break
-                off += RECORD_HEADER_SIZE
-                add_offset(base + off)
-                off += length
-                add_offset(base + off)
-                add_meta(metadata)
-                add_txid(txid)
-        except struct.error:  # a truncated header
-            off = -1
-        if off == end:
-            last = _position(metas[-1])
-            if _position(metas[first]) >= lo and last <= hi:
-                count = len(txids) - first
-                self._entries.extend(repeat(entry_id, count))
-                self._slots.extend(range(count))
-                self._chunks.append(data)
-                self._nbytes = base + end
-                return last
-        del offsets[2 * first + 1 :]
-        del metas[first:]
-        del txids[first:]
-        return None
+        heads = _uniform_headers(data, end)
+        if heads is None:
+            heads = _scanned_headers(data, end)
+            if heads is None:
+                return None
+        starts, headers, width = heads
+        metas = headers["meta"]
+        if (metas & FLAGS_MASK).any():
+            return None
+        lens = headers["len"].astype(np.int64)
+        first, last = _position(int(metas[0])), _position(int(metas[-1]))
+        if first < lo or last > hi:
+            return None
+        count = len(lens)
+        self._metas.append(metas.astype(np.int64))
+        self._txids.append(headers["txid"].astype(np.int64))
+        self._entries.append(np.full(count, entry_id, np.int64))
+        self._slots.append(np.arange(count, dtype=np.int64))
+        self._values.append(_Values(data, starts + RECORD_HEADER_SIZE, lens, width))
+        self._rows += count
+        self._nbytes += end
+        return last
 
     def add_rows(self, entry_id: int, cols: EntryColumns, lo: int, hi: int) -> bool:
         """Add the user records of a decoded entry whose positions are within ``lo..hi`` (the rows
         ``read`` returns); True when a position past ``hi`` was seen (nothing after it is read)."""
         pos = cols.positions
         flags = cols.flags
+        done = False
         if pos[0] >= lo and pos[-1] <= hi and not any(flags):
-            rows = range(len(pos))
-            done = False
+            rows: Sequence[int] = range(len(pos))
         else:
             keep = []
-            done = False
             for i, p in enumerate(pos):
                 if p > hi:
                     done = True
@@ -189,54 +259,41 @@ class RecordColumns:
                 if p < lo or flags[i] & _NOT_USER:
                     continue
                 keep.append(i)
-            rows = keep  # type: ignore[assignment]
-        payloads = cols.payloads
-        slots = cols.slots
-        txids = cols.txids
-        add_offset = self._offsets.append
-        add_meta = self._metas.append
-        add_txid = self._txids.append
-        add_slot = self._slots.append
-        at = self._nbytes
-        parts = []
-        for i in rows:
-            payload = payloads[i]
-            parts.append(payload)
-            add_offset(at)  # an empty gap
-            at += len(payload)
-            add_offset(at)
-            add_meta((pos[i] & _POS_MASK) << 16)
-            add_txid(txids[i])
-            add_slot(slots[i])
-        self._entries.extend(repeat(entry_id, len(rows)))
-        if parts:
-            self._chunks.append(b"".join(parts))
-            self._nbytes = at
+            rows = keep
+        if not rows:
+            return done
+        payloads = [cols.payloads[i] for i in rows]
+        self._metas.append(np.array([(pos[i] & _POS_MASK) << 16 for i in rows], np.int64))
+        self._txids.append(np.array([cols.txids[i] for i in rows], np.int64))
+        self._entries.append(np.full(len(rows), entry_id, np.int64))
+        self._slots.append(np.array([cols.slots[i] for i in rows], np.int64))
+        lens = np.array([len(p) for p in payloads], np.int64)
+        joined = b"".join(payloads)
+        starts = np.concatenate(([0], np.cumsum(lens)[:-1])) if len(lens) else lens
+        self._values.append(_Values(joined, starts, lens, 0))
+        self._rows += len(rows)
+        self._nbytes += len(joined)
         return done
 
     def batch(self) -> pa.RecordBatch:
         """The accumulated rows as a record batch of :data:`RECORD_SCHEMA`; starts a new batch."""
-        n = len(self._txids)
-        data = pa.py_buffer(b"".join(self._chunks))
-        laid = pa.BinaryArray.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(self._offsets), data])
-        taken = laid.take(_odd(n))
-        _, value_offsets, value_data = taken.buffers()
-        values = pa.BinaryArray.from_buffers(pa.binary(), n, [None, value_offsets, value_data])
-        metas = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._metas)])
-        unsigned = pc.bit_wise_and(pc.shift_right(metas, 16), _POS_MASK)
-        positions = pc.subtract(unsigned, pc.shift_left(pc.shift_right(unsigned, 31), 32))
-        seq = pc.add(positions, pa.scalar(self._seq_base, pa.int64()))
+        n = self._rows
+        values = _values_column(self._values, n)
+        metas = _concat(self._metas)
+        unsigned = (metas >> 16) & _POS_MASK
+        positions = unsigned - ((unsigned >> 31) << 32)
+        seq = positions + self._seq_base
         dlsn = pa.StructArray.from_arrays(
             [
                 pa.repeat(pa.scalar(self._lssn, pa.int64()), n),
-                pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._entries)]),
-                pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._slots)]),
+                pa.array(_concat(self._entries)),
+                pa.array(_concat(self._slots)),
             ],
             fields=_DLSN_FIELDS,
         )
-        txids = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self._txids)])
+        txids = pa.array(_concat(self._txids))
         self._reset()
-        return pa.RecordBatch.from_arrays([dlsn, txids, seq, values], schema=RECORD_SCHEMA)
+        return pa.RecordBatch.from_arrays([dlsn, txids, pa.array(seq), values], schema=RECORD_SCHEMA)
 
 
 def _slots_below(cols: EntryColumns, end_slot: int) -> EntryColumns:

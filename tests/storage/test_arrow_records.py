@@ -259,3 +259,36 @@ def test_batches_cut_by_rows_keep_whole_entries() -> None:
     )
     assert [b.num_rows for b in got] == [8, 8, 8, 8, 8]
     assert list(itertools.chain.from_iterable(b.column(2).to_pylist() for b in got)) == list(range(1, 41))
+
+
+def _plain_entry(lengths: list[int], first_pos: int, fill: int = 0) -> bytes:
+    return wrap_entry(
+        b"".join(
+            _record(_metadata(0, first_pos + i), 1000 + i, bytes([(fill + i) % 256]) * n) for i, n in enumerate(lengths)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [1024] * 300,  # uniform: one strided view, no loop
+        [0] * 50,  # uniform, empty payloads
+        [7],  # one record
+        [100, 3, 100, 3, 100],  # varying: the length chain is followed
+        [30, 30, 30, 30, 10, 50],  # starts uniform, breaks later
+        [8, 36, 8, 36],  # widths 28 and 56: the total divides by 28 though the records are not uniform
+    ],
+    ids=["uniform-1k", "uniform-empty", "single", "varying", "breaks-late", "divisible-not-uniform"],
+)
+def test_plain_entries_uniform_and_varying(lengths: list[int]) -> None:
+    entries, pos = [], 0
+    for entry_id in range(4):
+        entries.append((entry_id, _plain_entry(lengths, pos + 1, fill=entry_id)))
+        pos += len(lengths)
+    seg = {"entries": entries, "lssn": 9, "start_sequence_id": 50, "envelope": True, "lo": 1, "hi": pos}
+    for batch_rows in (1, len(lengths) + 1, 10_000):
+        _check_same({**seg, "batch_rows": batch_rows})
+    rows = RecordColumns(9, 49)
+    assert rows.add_plain_entry(0, entries[0][1], 1, pos) == len(lengths)
+    assert rows.batch().column("value").to_pylist() == [bytes([i % 256]) * n for i, n in enumerate(lengths)]
