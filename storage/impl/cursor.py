@@ -90,7 +90,11 @@ class Cursor:
         start: DLSN,
         *,
         from_txid: int | None = None,
+        initial_segments: Callable[[], list[LogSegmentMetadata]] | None = None,
     ) -> None:
+        """``initial_segments`` (optional) gives the segment list for the first positioning (a
+        :class:`storage.impl.segment_cache.SegmentListCache`, read after this cursor's watches are
+        registered); later refreshes, on the cursor's own watch events, read the metadata directly."""
         self._meta = meta
         self._store = segstore
         self._conf = conf
@@ -110,6 +114,7 @@ class Cursor:
         self._iter_limit = -1
         self._sealed_limit: tuple[int, int] | None = None  # (ledger id, last entry) of a sealed ledger
         self._meta_dirty = True
+        self._initial_segments = initial_segments
         self.changed = threading.Event()
         self._cancels: list[Callable[[], None]] = [
             meta.store.watch(meta.paths.ledgers, self._on_meta_change),
@@ -271,8 +276,9 @@ class Cursor:
 
     def _refresh(self) -> None:
         self._meta_dirty = False
+        first, self._initial_segments = self._initial_segments, None
         try:
-            segments = assign_start_sequence_ids(self._meta.segments())
+            segments = first() if first is not None else assign_start_sequence_ids(self._meta.segments())
         except LogNotFoundError:
             raise LogNotFoundError(f"log {self._name!r} was deleted") from None
         self._segments = segments

@@ -19,10 +19,11 @@ from storage.impl import positioning, retention
 from storage.impl.cursor import Cursor
 from storage.impl.layout import LogMetadata
 from storage.impl.reader import AsyncLogReader, LogReader
+from storage.impl.segment_cache import SegmentListCache
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import MAX_TXID, LogRecordWithDLSN
-from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, assign_start_sequence_ids
+from storage.segment_metadata import LogSegmentMetadata, SegmentSlice
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,6 +41,7 @@ class LogManager:
         self.conf = conf
         self._meta = LogMetadata(ns.metastore, ns.paths_of(name))
         self._segstore = ns.segstore
+        self._segments = SegmentListCache(self._meta)
         self._closed = False
         self._lock = threading.Lock()
         self._open: list[AsyncLogWriter | LogReader | AsyncLogReader] = []
@@ -102,15 +104,15 @@ class LogManager:
 
     def _cursor(self, start: DLSN | int) -> Cursor:
         self._check_open()
-        self._meta.ensure_exists()
         if isinstance(start, DLSN):
-            return Cursor(self._meta, self._segstore, self.conf, start)
+            self._meta.ensure_exists()
+            return Cursor(self._meta, self._segstore, self.conf, start, initial_segments=self._segments.get)
         _check_txid_start(start)
         try:
             dlsn = positioning.dlsn_for_txid(self._segstore, self.log_segments(), start)
         except LogEmptyError:
             dlsn = DLSN.INITIAL
-        return Cursor(self._meta, self._segstore, self.conf, dlsn, from_txid=start)
+        return Cursor(self._meta, self._segstore, self.conf, dlsn, from_txid=start, initial_segments=self._segments.get)
 
     # --- columnar reads -----------------------------------------------------------------
     def read_arrow(
@@ -180,7 +182,7 @@ class LogManager:
             LogNotFoundError, MetadataError.
         """
         self._check_open()
-        return assign_start_sequence_ids(self._meta.segments())
+        return self._segments.get()
 
     def first_dlsn(self) -> DLSN:
         """DLSN of the first user record (ignores ``minActiveDLSN``, as the reference does).
@@ -284,6 +286,7 @@ class LogManager:
             handles, self._open = self._open, []
         for h in handles:
             h.close()
+        self._segments.close()
         self._ns.forget(self)
 
     def __enter__(self) -> LogManager:
