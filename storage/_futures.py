@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
@@ -93,12 +93,14 @@ _new = WriteFuture.__new__
 
 
 class FutureGroup:
-    """Creates and resolves the futures of one writer."""
+    """Creates and resolves the futures of one writer; ``on_settled(n)`` (optional) is called after
+    each :meth:`resolve` with how many futures it finished (outstanding-write accounting)."""
 
-    __slots__ = ("_cond",)
+    __slots__ = ("_cond", "_on_settled")
 
-    def __init__(self) -> None:
+    def __init__(self, on_settled: Callable[[int], None] | None = None) -> None:
         self._cond = threading.Condition()
+        self._on_settled = on_settled
 
     def new(self) -> WriteFuture:
         """A new RUNNING future sharing this group's condition."""
@@ -120,7 +122,7 @@ class FutureGroup:
         after the lock is released, in the order of ``futures``.
         """
         with_callbacks: list[WriteFuture] = []
-        finished = False
+        finished = 0
         with self._cond:
             f: Any
             if exc is not None:
@@ -132,7 +134,7 @@ class FutureGroup:
                         for w in f._waiter_list:
                             w.add_exception(f)
                     f._state = FINISHED
-                    finished = True
+                    finished += 1
                     if f._callback_list:
                         with_callbacks.append(f)
             else:
@@ -145,10 +147,68 @@ class FutureGroup:
                         for w in f._waiter_list:
                             w.add_result(f)
                     f._state = FINISHED
-                    finished = True
+                    finished += 1
                     if f._callback_list:
                         with_callbacks.append(f)
             if finished:
                 self._cond.notify_all()
+        if finished and self._on_settled is not None:
+            self._on_settled(finished)
         for f in with_callbacks:
             f._invoke_callbacks()  # type: ignore[attr-defined]
+
+
+class OutstandingWrites:
+    """Writes issued and not yet settled, against a limit (``perWriterOutstandingWriteLimit`` of a
+    writer, ``globalOutstandingWriteLimit`` of a namespace, which is the ``parent`` of its writers').
+
+    :meth:`acquire` counts writes; over a limit it raises ``OverCapacityError`` unless ``darkmode``
+    (DistributedLog's ``outstandingWriteLimitDarkmode``: count, never reject). :meth:`release` counts
+    settled ones (acknowledged or failed). ``limit <= 0`` means no limit of its own.
+    """
+
+    __slots__ = ("_count", "_darkmode", "_key", "_limit", "_lock", "_name", "_parent", "over_limit")
+
+    def __init__(
+        self, limit: int, *, darkmode: bool, name: str, key: str, parent: OutstandingWrites | None = None
+    ) -> None:
+        self._limit = limit
+        self._darkmode = darkmode
+        self._name = name
+        self._key = key
+        self._parent = parent
+        self._count = 0
+        self._lock = threading.Lock()
+        #: Writes that went over a limit (counted, also in darkmode).
+        self.over_limit = 0
+
+    @property
+    def count(self) -> int:
+        """Writes outstanding now."""
+        return self._count
+
+    def acquire(self, n: int = 1, *, check: bool = True) -> None:
+        """Count ``n`` writes (``check=False``: never rejected, e.g. the end-of-stream record).
+
+        Raises:
+            OverCapacityError: ``n`` more would pass this or the parent's limit (not in darkmode).
+        """
+        from storage.errors import OverCapacityError
+
+        with self._lock:
+            if check and 0 < self._limit < self._count + n:
+                self.over_limit += n
+                if not self._darkmode:
+                    raise OverCapacityError(
+                        f"{self._name}: {self._count} writes outstanding, {n} more would pass {self._key}={self._limit}"
+                    )
+            if self._parent is not None:
+                self._parent.acquire(n, check=check)
+            self._count += n
+
+    def release(self, n: int) -> None:
+        """Count ``n`` writes settled."""
+        with self._lock:
+            self._count -= n
+        if self._parent is not None:
+            self._parent.release(n)

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Generator
 from typing import TYPE_CHECKING
 
+from storage._futures import OutstandingWrites
 from storage.config import Config
 from storage.dlsn import DLSN
 from storage.entry import decode_entry
@@ -72,13 +73,27 @@ class LogManager:
             )
         try:
             handler = WriteHandler(self._meta, self._segstore, self.conf, lock)
-            writer = AsyncLogWriter(handler, self.conf, on_close=self._forget)
+            writer = AsyncLogWriter(handler, self.conf, on_close=self._forget, outstanding=self._outstanding())
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
         self._remember(writer)
         return writer
+
+    def _outstanding(self) -> OutstandingWrites | None:
+        """A new writer's outstanding-write counter (None: no per-writer or namespace limit)."""
+        limit = int(self.conf.get("perWriterOutstandingWriteLimit"))
+        parent = self._ns.outstanding
+        if limit <= 0 and parent is None:
+            return None
+        return OutstandingWrites(
+            limit,
+            darkmode=bool(self.conf.get("outstandingWriteLimitDarkmode")),
+            name=f"writer of {self.name!r}",
+            key="perWriterOutstandingWriteLimit",
+            parent=parent,
+        )
 
     # --- readers ------------------------------------------------------------------------
     def open_reader(self, start: DLSN | int) -> LogReader:

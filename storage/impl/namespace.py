@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from storage._futures import OutstandingWrites
 from storage.config import Config
 from storage.errors import AlreadyClosedError, InvalidArgumentError, LogExistsError, MetadataError, NoNodeError
 from storage.impl import binding
@@ -149,6 +150,19 @@ class Namespace:
         self._closed = False
         self._lock = threading.Lock()
         self._managers: list[LogManager] = []
+        limit = int(conf.get("globalOutstandingWriteLimit"))
+        #: The namespace's outstanding writes over all its writers (``globalOutstandingWriteLimit``), or
+        #: None when there is no such limit.
+        self.outstanding: OutstandingWrites | None = (
+            OutstandingWrites(
+                limit,
+                darkmode=bool(conf.get("outstandingWriteLimitDarkmode")),
+                name=f"namespace {uri}",
+                key="globalOutstandingWriteLimit",
+            )
+            if limit > 0
+            else None
+        )
 
     def paths_of(self, name: str) -> LogPaths:
         return LogPaths(self.root, name)

@@ -72,14 +72,17 @@ class SegmentWriter:
         codec: int,
         transmit_threshold: int,
         last_txid: int,
+        on_settled: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_settled(n)``: called when ``n`` more futures of this writer are settled (acknowledged or
+        failed), for outstanding-write accounting."""
         self.metadata = metadata
         self.ledger = ledger
         self.lssn = metadata.lssn
         self._codec = codec
         self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
         self._builder = EntryBuilder()
-        self._group = FutureGroup()
+        self._group = FutureGroup(on_settled)
         self._new_future = self._group.new
         # --- the entry being built (see _Packet) ---
         self._futs: list[Future[DLSN]] = []

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import Future
 
+from storage._futures import OutstandingWrites
 from storage.config import Config
 from storage.dlsn import DLSN
 from storage.entry import codec_from_name
@@ -61,9 +62,18 @@ def _done(value: object = None, exc: BaseException | None = None) -> Future:  # 
 class AsyncLogWriter:
     """Writes records to one log; each write returns a future resolving to its DLSN."""
 
-    def __init__(self, handler: WriteHandler, conf: Config, *, on_close: object = None) -> None:
+    def __init__(
+        self,
+        handler: WriteHandler,
+        conf: Config,
+        *,
+        on_close: object = None,
+        outstanding: OutstandingWrites | None = None,
+    ) -> None:
         self._h = handler
         self._conf = conf
+        #: Outstanding-write accounting (perWriterOutstandingWriteLimit / globalOutstandingWriteLimit).
+        self.outstanding = outstanding
         self._lock = threading.RLock()
         self._seg: SegmentWriter | None = None
         self._closed = False
@@ -106,7 +116,15 @@ class AsyncLogWriter:
         with self._lock:
             self._check_record(record)
             txid = record.txid
-            fut = self._segment_for(txid).write(record)
+            if self.outstanding is None:
+                fut = self._segment_for(txid).write(record)
+            else:
+                self.outstanding.acquire()
+                try:
+                    fut = self._segment_for(txid).write(record)
+                except BaseException:
+                    self.outstanding.release(1)
+                    raise
             self._last_txid = txid
             return fut
 
@@ -119,7 +137,23 @@ class AsyncLogWriter:
             for r in recs:  # validate everything first: nothing half-written on bad input
                 self._check_record(r, last_txid=last)
                 last = r.txid
-            return [self.write(r) for r in recs]
+            counter = self.outstanding
+            if counter is None:
+                return [self.write(r) for r in recs]
+            counter.acquire(len(recs))  # all or none (OverCapacityError)
+            self.outstanding = None  # counted already
+            written = 0
+            try:
+                out = []
+                for r in recs:
+                    out.append(self.write(r))
+                    written += 1
+                return out
+            except BaseException:
+                counter.release(len(recs) - written)
+                raise
+            finally:
+                self.outstanding = counter
 
     def flush(self) -> Future[DLSN]:
         """Transmit buffered records and commit them (make them visible); the future
@@ -154,7 +188,14 @@ class AsyncLogWriter:
             if self._seg is None:
                 self._start_segment(MAX_TXID, for_eos=True)
             assert self._seg is not None
-            fut = self._seg.write_end_of_stream()
+            if self.outstanding is not None:
+                self.outstanding.acquire(check=False)  # its future settles like a write's
+            try:
+                fut = self._seg.write_end_of_stream()
+            except BaseException:
+                if self.outstanding is not None:
+                    self.outstanding.release(1)
+                raise
             self._stream_ended = True
             self._flush_and_commit()
             return fut.result()
@@ -260,7 +301,14 @@ class AsyncLogWriter:
 
     def _start_segment(self, txid: int, *, for_eos: bool = False) -> SegmentWriter:
         meta, ledger = self._h.start_segment(txid, for_eos=for_eos)
-        seg = SegmentWriter(meta, ledger, codec=self._codec, transmit_threshold=self._threshold, last_txid=txid)
+        seg = SegmentWriter(
+            meta,
+            ledger,
+            codec=self._codec,
+            transmit_threshold=self._threshold,
+            last_txid=txid,
+            on_settled=self.outstanding.release if self.outstanding is not None else None,
+        )
         if self._immediate:
             seg.on_data_acked.append(self._commit_wanted.set)
         self._seg = seg
