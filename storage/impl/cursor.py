@@ -92,8 +92,8 @@ class Cursor:
         from_txid: int | None = None,
         initial_segments: Callable[[], list[LogSegmentMetadata]] | None = None,
     ) -> None:
-        """``initial_segments`` (optional) gives the segment list for the first positioning (a
-        :class:`storage.impl.segment_cache.SegmentListCache`, read after this cursor's watches are
+        """``initial_segments`` (optional) gives the segment list for the first positioning
+        (:meth:`storage.impl.segment_cache.SegmentListCache.get`, called after this cursor's watches are
         registered); later refreshes, on the cursor's own watch events, read the metadata directly."""
         self._meta = meta
         self._store = segstore

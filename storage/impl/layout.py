@@ -22,7 +22,6 @@ Starting, completing and re-marking segments are each one versioned multi-operat
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from storage.errors import (
@@ -116,14 +115,6 @@ class LogMetadata:
     def __init__(self, store: MetadataStore, paths: LogPaths) -> None:
         self.store = store
         self.paths = paths
-        #: Called after every attempt to change the segment list through this object (whatever its
-        #: outcome): caches of it in this process (:mod:`storage.impl.segment_cache`) see their own
-        #: process's changes at once, without waiting for a watch event.
-        self.on_segments_changed: list[Callable[[], None]] = []
-
-    def _segments_changed(self) -> None:
-        for callback in self.on_segments_changed:
-            callback()
 
     # --- existence ------------------------------------------------------------------
     def exists(self) -> bool:
@@ -206,17 +197,14 @@ class LogMetadata:
             MetadataVersionError: someone else changed the log meanwhile.
         """
         new_max_txid = max(seg.first_txid, max_txid.value)
-        try:
-            self.store.multi(
-                [
-                    Create(self.paths.segment(seg.znode_name), seg.serialize()),
-                    SetData(self.paths.ledgers, str(seg.lssn).encode(), max_lssn.version),
-                    SetData(self.paths.maxtxid, str(new_max_txid).encode(), max_txid.version),
-                    SetData(self.paths.allocation, b"", allocation_version),
-                ]
-            )
-        finally:
-            self._segments_changed()
+        self.store.multi(
+            [
+                Create(self.paths.segment(seg.znode_name), seg.serialize()),
+                SetData(self.paths.ledgers, str(seg.lssn).encode(), max_lssn.version),
+                SetData(self.paths.maxtxid, str(new_max_txid).encode(), max_txid.version),
+                SetData(self.paths.allocation, b"", allocation_version),
+            ]
+        )
 
     def complete_segment(self, inprogress: LogSegmentMetadata, completed: LogSegmentMetadata) -> None:
         """Complete a segment (§5.4): create ``logrecs_``, delete ``inprogress_``, bump
@@ -226,12 +214,6 @@ class LogMetadata:
             MetadataVersionError, NoNodeError (the in-progress znode is gone: someone else
             completed it), NodeExistsError.
         """
-        try:
-            self._complete_segment(inprogress, completed)
-        finally:
-            self._segments_changed()
-
-    def _complete_segment(self, inprogress: LogSegmentMetadata, completed: LogSegmentMetadata) -> None:
         for _ in range(10):
             lssn = self.max_lssn()
             txid = self.max_txid()
@@ -260,10 +242,7 @@ class LogMetadata:
             ops.append(Delete(self.paths.segment(old.znode_name), ANY_VERSION))
             ops.append(Create(self.paths.segment(new.znode_name), new.serialize()))
         if ops:
-            try:
-                self.store.multi(ops)
-            finally:
-                self._segments_changed()
+            self.store.multi(ops)
 
     def delete_segment(self, seg: LogSegmentMetadata) -> None:
         """Delete a segment znode; a missing one is tolerated (as DistributedLog's purge does)."""
@@ -271,8 +250,6 @@ class LogMetadata:
             self.store.delete(self.paths.segment(seg.znode_name))
         except NoNodeError:
             pass
-        finally:
-            self._segments_changed()
 
     def set_allocation(self, ledger_id: int | None, version: int) -> int:
         """Record (or clear) the ledger handed to the next segment; returns the new version.

@@ -301,7 +301,6 @@ class LogManager:
             handles, self._open = self._open, []
         for h in handles:
             h.close()
-        self._segments.close()
         self._ns.forget(self)
 
     def __enter__(self) -> LogManager:

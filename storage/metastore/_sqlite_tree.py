@@ -38,6 +38,7 @@ _SCHEMA = (
     " data BLOB NOT NULL, version INTEGER NOT NULL, ctime INTEGER NOT NULL, mtime INTEGER NOT NULL)",
     "CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (parent, name)",
     "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS changes_by_path ON changes (path, seq)",
 )
 # ZooKeeper's PathUtils.validatePath forbids these (Java surrogates = every code point above U+FFFF).
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")

@@ -138,6 +138,16 @@ class MetadataStore(ABC):
         """
 
     @abstractmethod
+    def children_with_version(self, path: str) -> tuple[list[str], int]:
+        """The node's children (as :meth:`children`) and, read in the same operation, a number that
+        changes whenever a child of the node is created or deleted (ZooKeeper's ``cversion``; compare it
+        for equality only). A child deleted and created again under the same name changes it too.
+
+        Raises:
+            NoNodeError: no such node.
+        """
+
+    @abstractmethod
     def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> None:
         """Create a node (and, with ``make_parents``, missing ancestors with empty data).
 

@@ -169,6 +169,26 @@ class SqliteMetadataStore(MetadataStore):
 
         return self._run(fn, write=False, what=f"children {path}", begin="BEGIN")
 
+    def children_with_version(self, path: str) -> tuple[list[str], int]:
+        """The children and the change-log position of the node's last children change (the change log
+        records a parent whenever one of its children is created or deleted; -1 once pruned away: a
+        later change still moves it).
+
+        Raises:
+            InvalidArgumentError: malformed path. NoNodeError: no such node.
+            MetadataError: SQLite failure. AlreadyClosedError: the store is closed.
+        """
+        path = tree.check_path(path)
+
+        def fn(c: sqlite3.Connection) -> tuple[list[str], int]:
+            if c.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is None:
+                raise NoNodeError(f"no node {path}")
+            names = [r[0] for r in c.execute("SELECT name FROM nodes WHERE parent = ? ORDER BY name", (path,))]
+            row = c.execute("SELECT MAX(seq) FROM changes WHERE path = ?", (path,)).fetchone()
+            return names, -1 if row is None or row[0] is None else int(row[0])
+
+        return self._run(fn, write=False, what=f"children {path}", begin="BEGIN")
+
     # --- writes ---------------------------------------------------------------------------
     def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> None:
         """Create a node (and, with ``make_parents``, missing ancestors with empty data).

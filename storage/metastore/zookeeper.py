@@ -474,6 +474,21 @@ class ZooKeeperMetadataStore(MetadataStore):
         names = self._run(f"children {path}", lambda: self._wait(self._client.get_children_async(zpath)))
         return sorted(str(n) for n in names)
 
+    def children_with_version(self, path: str) -> tuple[list[str], int]:
+        """The children and the node's ``cversion`` (bumped by every child create and delete), from one
+        ``getChildren2`` request.
+
+        Raises:
+            InvalidArgumentError: malformed path. NoNodeError: no such node.
+            MetadataConnectionError: ZooKeeper unreachable. MetadataError: other failure.
+            AlreadyClosedError: the store is closed.
+        """
+        zpath = self._z(check_path(path))
+        names, stat = self._run(
+            f"children {path}", lambda: self._wait(self._client.get_children_async(zpath, include_data=True))
+        )
+        return sorted(str(n) for n in names), int(stat.cversion)
+
     # --- writes ---------------------------------------------------------------------------
     def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> None:
         """Create a node (and, with ``make_parents``, missing ancestors with empty data, in the same

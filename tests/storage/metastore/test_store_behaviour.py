@@ -467,3 +467,26 @@ def test_watch_callbacks_may_use_the_store_and_failures_are_isolated(store_facto
         assert probe.event.wait(WAIT_S)
         assert until(lambda v=value: other.get("/echo").value == v)  # type: ignore[misc]
     assert seen[-1] == b"2"
+
+
+def test_children_version_moves_with_every_child_create_and_delete(store: MetadataStore) -> None:
+    store.create("/cv/a", b"1", make_parents=True)
+    names, v0 = store.children_with_version("/cv")
+    assert names == ["a"] and store.children_with_version("/cv") == (["a"], v0)
+    store.set("/cv/a", b"2")  # a child's data: not a children change
+    store.create("/cv/a/deeper")  # a grandchild: not a children change of /cv
+    assert store.children_with_version("/cv") == (["a"], v0)
+    seen = {v0}
+    for step in (
+        lambda: store.create("/cv/b"),
+        lambda: store.delete("/cv/b"),
+        # delete + create of the same name in one transaction (a truncation's rewrite): same names, new version
+        lambda: store.multi([Delete("/cv/a/deeper"), Delete("/cv/a"), Create("/cv/a", b"3")]),
+    ):
+        step()
+        names, v = store.children_with_version("/cv")
+        assert v not in seen, (names, v, seen)
+        seen.add(v)
+    assert names == ["a"]
+    with pytest.raises(NoNodeError):
+        store.children_with_version("/no/such")
