@@ -72,6 +72,9 @@ bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_zookeeper.py
 	$(BIN)/python bench/bench_rados.py
 	$(BIN)/python bench/bench_jvm.py
+	$(BIN)/python bench/bench_positioning.py
+	$(BIN)/python bench/bench_memory.py
+	$(BIN)/python bench/bench_latency.py
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
 

@@ -1,7 +1,9 @@
 """Spark sink benchmark: the same DataFrame of N 1 KiB rows, streamed (file source prepared here,
 ``Trigger.AvailableNow``) into this exactly-once sink and into Spark's parquet file sink, in one run.
 
-Prints a markdown table: rows/s of each and the ratio distributedlog / parquet (target >= 1.0).
+Also a *ceiling*: a Python streaming sink that only consumes its input (Arrow batches), the most
+PySpark's Python write path carries here. Prints a markdown table: rows/s of each and the ratios
+distributedlog / parquet (target >= 1.0) and distributedlog / ceiling.
 
     .venv/bin/python bench/bench_spark_sink.py --records 200000
 """
@@ -23,6 +25,42 @@ from _common import local_spark_session  # noqa: E402
 import storage  # noqa: E402
 
 PAYLOAD = 1024
+
+
+def ceiling_sink() -> type:
+    """A Python streaming sink that consumes its input as Arrow batches (counting rows) and stores nothing:
+    the most PySpark's Python data-source write path carries here."""
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class Counted(WriterCommitMessage):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class CeilingWriter(DataSourceStreamArrowWriter):
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> Counted:
+            return Counted(sum(b.num_rows for b in iterator))
+
+        def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+            pass
+
+        def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+            pass
+
+    class CeilingSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_consume_only"
+
+        def schema(self) -> str:
+            return "value BINARY"
+
+        def streamWriter(self, schema, overwrite: bool) -> CeilingWriter:  # type: ignore[no-untyped-def]
+            return CeilingWriter()
+
+    return CeilingSink
 
 
 def run_stream(writer, what: str) -> tuple[float, int]:  # type: ignore[no-untyped-def]
@@ -58,6 +96,7 @@ def main() -> None:
 
     spark = local_spark_session(args.master, quiet_progress=True)
     spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(ceiling_sink())
 
     # The input: N rows of a 1 KiB binary value, as parquet files (the streaming file source reads them).
     t = time.perf_counter()
@@ -82,26 +121,35 @@ def main() -> None:
     def pq_writer(path: str, ckpt: str):  # type: ignore[no-untyped-def]
         return source().writeStream.format("parquet").option("path", path).option("checkpointLocation", ckpt)
 
+    def ceiling_writer(ckpt: str):  # type: ignore[no-untyped-def]
+        return source().writeStream.format("bench_consume_only").option("checkpointLocation", ckpt)
+
     # warm up both paths once (JVM code paths, Python workers), then measure each once
     run_stream(dl_writer("warm", str(work / "ck-warm-dl")), "warm-up distributedlog")
     run_stream(pq_writer(str(work / "warm-pq"), str(work / "ck-warm-pq")), "warm-up parquet")
+    run_stream(ceiling_writer(str(work / "ck-warm-ceiling")), "warm-up ceiling")
     pq, pq_rows = run_stream(pq_writer(str(work / "out-pq"), str(work / "ck-pq")), "parquet sink")
+    cl, cl_rows = run_stream(ceiling_writer(str(work / "ck-ceiling")), "ceiling sink")
     dl, dl_rows = run_stream(dl_writer("out", str(work / "ck-dl")), "distributedlog sink")
     spark.stop()
     with storage.open_namespace(uri) as ns:
         written = ns.open_log("out").record_count()
-    assert written == n == dl_rows == pq_rows, (written, n, dl_rows, pq_rows)
+    assert written == n == dl_rows == pq_rows == cl_rows, (written, n, dl_rows, pq_rows, cl_rows)
 
     print()
     print(
         f"N = {n} rows of {PAYLOAD} B ({args.payload} payload), {args.master}, {args.files} partitions, "
         "writeStream + availableNow\n"
     )
-    print("| sink | rows/s | MiB/s | vs parquet |")
-    print("|---|---:|---:|---:|")
-    for label, r in (("parquet file sink (Spark built-in)", pq), ("distributedlog (exactly-once)", dl)):
-        print(f"| {label} | {r:,.0f} | {r * PAYLOAD / (1 << 20):,.1f} | {r / pq:.2f} |")
-    print(f"\ndistributedlog / parquet = {dl / pq:.2f} (target >= 1.0)")
+    print("| sink | rows/s | MiB/s | vs parquet | vs ceiling |")
+    print("|---|---:|---:|---:|---:|")
+    for label, r in (
+        ("parquet file sink (Spark built-in)", pq),
+        ("ceiling: a Python sink that only consumes its input", cl),
+        ("distributedlog (exactly-once)", dl),
+    ):
+        print(f"| {label} | {r:,.0f} | {r * PAYLOAD / (1 << 20):,.1f} | {r / pq:.2f} | {r / cl:.2f} |")
+    print(f"\ndistributedlog / parquet = {dl / pq:.2f} (target >= 1.0); distributedlog / ceiling = {dl / cl:.2f}")
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
 

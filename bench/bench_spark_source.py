@@ -11,7 +11,10 @@ are reported. Two rates per source:
   data; what a long-running stream sustains).
 
 A trivial Python streaming source (one row) is timed the same way, showing the start-up cost any
-Python data source pays per query. Also reported: this source's rates as ``minPartitions`` goes
+Python data source pays per query; and a *ceiling* source, a Python data source that yields pre-built
+Arrow batches of the same rows without reading any storage: the most PySpark's Python data-source path
+carries on this machine (this source's rates are also given as a fraction of it, same partitions).
+Also reported: this source's rates as ``minPartitions`` goes
 1 -> 2 -> 4. Target: this source / Spark's JSON source >= 1.0.
 
     .venv/bin/python bench/bench_spark_source.py --records 200000 [--reps 3]
@@ -64,6 +67,72 @@ def write_json(path: Path, n: int, files: int = 8) -> None:
             for i in range(f * per, min(n, (f + 1) * per)):
                 value = f"{i:010d}" * (PAYLOAD // 10) + "x" * (PAYLOAD % 10)
                 out.write(json.dumps({"stream": "bench", "txid": i, "sequence_id": i, "value": value}) + "\n")
+
+
+def ceiling_source() -> type:
+    """A Python streaming data source that yields pre-built Arrow batches of the same rows as the log
+    (this source's schema, 10,000 rows per batch, the same number of partitions as asked with
+    ``minPartitions``), reading no storage: the most PySpark's Python data-source path carries here."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from dl_spark.reading import ARROW_SCHEMA, SCHEMA
+
+    cache: dict[tuple[int, int], pa.RecordBatch] = {}
+
+    def batch(first: int, count: int) -> pa.RecordBatch:
+        hit = cache.get((first, count))
+        if hit is None:
+            ids = np.arange(first, first + count, dtype=np.int64)
+            pad = b"x" * (PAYLOAD % 10)
+            data = b"".join((b"%010d" % i) * (PAYLOAD // 10) + pad for i in range(first, first + count))
+            offsets = np.arange(0, (count + 1) * PAYLOAD, PAYLOAD, dtype=np.int32)
+            value = pa.BinaryArray.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+            dlsn = pa.StructArray.from_arrays(
+                [pa.array(np.ones(count, np.int64)), pa.array(ids), pa.array(np.zeros(count, np.int64))],
+                fields=list(ARROW_SCHEMA.field("dlsn").type),
+            )
+            hit = pa.RecordBatch.from_arrays(
+                [pa.array(["bench"] * count, pa.string()), dlsn, pa.array(ids), pa.array(ids), value],
+                schema=ARROW_SCHEMA,
+            )
+            cache[(first, count)] = hit
+        return hit
+
+    class CeilingReader(DataSourceStreamReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.n = int(options["rows"])
+            self.parts = int(options.get("minPartitions", "1"))
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"o": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            return {"o": self.n}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            lo, hi = start["o"], end["o"]
+            step = -(-(hi - lo) // self.parts) if hi > lo else 0
+            return [InputPartition((a, min(hi, a + step))) for a in range(lo, hi, step)] if step else []
+
+        def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+            a, b = partition.value
+            for first in range(a, b, 10_000):
+                yield batch(first, min(10_000, b - first))
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_arrow_ceiling"
+
+        def schema(self) -> Any:
+            return SCHEMA
+
+        def streamReader(self, schema: Any) -> CeilingReader:
+            return CeilingReader(dict(self.options))
+
+    return CeilingSource
 
 
 def run_stream(df: Any, ckpt: str) -> tuple[int, float, float]:
@@ -143,6 +212,7 @@ def main() -> None:
     spark = local_spark_session(args.master, quiet_progress=True)
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(trivial_source())
+    spark.dataSource.register(ceiling_source())
     json_schema = StructType(
         [
             StructField("stream", StringType()),
@@ -169,6 +239,16 @@ def main() -> None:
     )
     for mp in (1, 2, 4):
         results[f"dl-{mp}"] = measure(dl(mp), work, f"dl-{mp}", args.reps, n)
+
+    def ceiling(parts: int) -> Callable[[], Any]:
+        def make() -> Any:
+            r = spark.readStream.format("bench_arrow_ceiling").option("rows", str(n))
+            return r.option("minPartitions", str(parts)).load()
+
+        return make
+
+    for mp in (1, 2, 4):
+        results[f"ceiling-{mp}"] = measure(ceiling(mp), work, f"ceiling-{mp}", args.reps, n)
     trivial = measure(lambda: spark.readStream.format("bench_one_row").load(), work, "one-row", args.reps, 0)
     spark.stop()
 
@@ -178,15 +258,22 @@ def main() -> None:
         f"N = {n:,} records of {PAYLOAD} B, {args.master}, readStream + availableNow into noop, "
         f"median of {args.reps} (after one untimed run each)\n"
     )
-    print("| source | whole query: rows/s | vs JSON | vs parquet | micro-batches: rows/s | vs JSON | vs parquet |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| source | whole query: rows/s | vs JSON | vs parquet | vs ceiling | micro-batches: rows/s | vs JSON "
+        "| vs parquet | vs ceiling |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     labels = [("json", "JSON lines (Spark built-in)"), ("parquet", "parquet (Spark built-in)")]
+    labels += [(f"ceiling-{mp}", f"ceiling: pre-built Arrow batches, {mp} partition(s)") for mp in (1, 2, 4)]
     labels += [(f"dl-{mp}", f"distributedlog, minPartitions={mp}") for mp in (1, 2, 4)]
     for key, label in labels:
         r = results[key]
+        cl = results["ceiling-" + key.split("-")[1]] if "-" in key else None
+        vs_w = f"{r['whole'] / cl['whole']:.2f}" if cl else "-"
+        vs_b = f"{r['batch'] / cl['batch']:.2f}" if cl else "-"
         print(
-            f"| {label} | {r['whole']:,.0f} | {r['whole'] / js['whole']:.2f} | {r['whole'] / pq['whole']:.2f}"
-            f" | {r['batch']:,.0f} | {r['batch'] / js['batch']:.2f} | {r['batch'] / pq['batch']:.2f} |"
+            f"| {label} | {r['whole']:,.0f} | {r['whole'] / js['whole']:.2f} | {r['whole'] / pq['whole']:.2f} | {vs_w}"
+            f" | {r['batch']:,.0f} | {r['batch'] / js['batch']:.2f} | {r['batch'] / pq['batch']:.2f} | {vs_b} |"
         )
     best_whole = max(results[f"dl-{mp}"]["whole"] for mp in (1, 2, 4)) / js["whole"]
     best_batch = max(results[f"dl-{mp}"]["batch"] for mp in (1, 2, 4)) / js["batch"]
