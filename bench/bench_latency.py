@@ -217,7 +217,7 @@ def render(rows: list[tuple[str, float, dict[str, Any]]], floor: list[float], se
     met = []
     for sink, rate, r in rows:
         ms = r["ms"]
-        p50, p99 = percentile(ms, 50), percentile(ms, 99)
+        p50, p99 = percentile(ms, 0.50), percentile(ms, 0.99)
         d = r["durations"]
         parts = " / ".join(
             f"{d.get(k, 0):.0f}"
@@ -237,7 +237,7 @@ def render(rows: list[tuple[str, float, dict[str, Any]]], floor: list[float], se
     if floor:
         lines.append(
             f"| floor: `rate` source -> `noop`, batch duration | 1,000 | {len(floor)} batches "
-            f"| {percentile(floor, 50):.0f} | {percentile(floor, 99):.0f} | {max(floor):.0f} | - | - | - |"
+            f"| {percentile(floor, 0.50):.0f} | {percentile(floor, 0.99):.0f} | {max(floor):.0f} | - | - | - |"
         )
     lines += ["", f"Targets met: {sum(met)}/{len(met)}. Whole benchmark: {seconds:.0f} s."]
     return "\n".join(lines)

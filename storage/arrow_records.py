@@ -85,12 +85,16 @@ def _position(metadata: int) -> int:
 class _Values(NamedTuple):
     """Where the payloads of one entry's rows are: ``data[starts[i] : starts[i] + lens[i]]``."""
 
-    data: bytes
+    data: bytes | memoryview
     starts: npt.NDArray[np.int64]
     lens: npt.NDArray[np.int64]
     #: > 0: uniform records, payload ``i`` at ``starts[0] + i * stride``; 0: payloads back to back
     #: (decoded rows); -1: scattered (plain entry of records of different sizes)
     stride: int
+
+
+#: Record start offsets in an entry, their headers (``_HEADER`` records) and the stride (> 0: uniform).
+_Headers = tuple[npt.NDArray[np.int64], npt.NDArray[np.void], int]
 
 
 def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
@@ -99,7 +103,7 @@ def _concat(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _uniform_headers(data: bytes, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void], int] | None:
+def _uniform_headers(data: bytes | memoryview, end: int) -> _Headers | None:
     """The record headers of a plain entry whose records all have the payload length of the first, read
     as one strided view (no loop); None when they do not."""
     (length,) = _LEN.unpack_from(data, HEADER_LENGTH + 16)
@@ -115,7 +119,7 @@ def _uniform_headers(data: bytes, end: int) -> tuple[npt.NDArray[np.int64], npt.
     return np.arange(HEADER_LENGTH, end, stride, dtype=np.int64), headers, stride
 
 
-def _scanned_headers(data: bytes, end: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.void], int] | None:
+def _scanned_headers(data: bytes | memoryview, end: int) -> _Headers | None:
     """The record headers of a plain entry found by following the length fields (one small step per
     record), then gathered at once; None for a malformed chain."""
     starts = array("q")
@@ -204,7 +208,7 @@ class RecordColumns:
     def num_bytes(self) -> int:
         return self._nbytes
 
-    def add_plain_entry(self, entry_id: int, data: bytes, lo: int, hi: int) -> int | None:
+    def add_plain_entry(self, entry_id: int, data: bytes | memoryview, lo: int, hi: int) -> int | None:
         """Add every record of an uncompressed enveloped entry of user records only, when all
         their positions are within ``lo..hi``; return the position of its last record.
 
@@ -305,7 +309,7 @@ def _slots_below(cols: EntryColumns, end_slot: int) -> EntryColumns:
 
 
 def entries_to_batches(
-    entries: Iterable[tuple[int, bytes]],
+    entries: Iterable[tuple[int, bytes | memoryview]],
     *,
     lssn: int,
     start_sequence_id: int,
@@ -334,7 +338,7 @@ def entries_to_batches(
         cut_start = first_slot is not None and entry_id == first_slot[0] and first_slot[1] > 0
         cut_end = end_slot is not None and entry_id == end_slot[0]
         last = None
-        if envelope and not cut_start and not cut_end and type(data) is bytes:
+        if envelope and not cut_start and not cut_end:
             last = rows.add_plain_entry(entry_id, data, lo, hi)
         if last is None:
             min_slot = first_slot[1] if cut_start and first_slot is not None else 0

@@ -45,7 +45,7 @@ def read_slice(
         LedgerNotFoundError: the segment's ledger is gone (purged). CorruptedEntryError,
             InvalidEnvelopedEntryError, SegmentStoreError.
     """
-    entries = segstore.read_entries(s.ledger_id, s.first_entry, s.last_entry)
+    entries = segstore.read_entry_buffers(s.ledger_id, s.first_entry, s.last_entry)
     try:
         yield from entries_to_batches(
             entries,
@@ -105,7 +105,7 @@ def _read_segments(
         in_start = start.lssn == seg.lssn
         first_entry = max(start.entry_id, 0) if in_start else 0
         if first_entry <= last_entry:
-            entries = segstore.read_entries(seg.ledger_id, first_entry, last_entry)
+            entries = segstore.read_entry_buffers(seg.ledger_id, first_entry, last_entry)
             try:
                 for batch in entries_to_batches(
                     entries,

@@ -132,9 +132,9 @@ def encode_frames(entries: list[tuple[int, bytes]], lac: int) -> tuple[bytes, li
     return b"".join(parts), rel
 
 
-def decode_frame(buf: bytes, rel: int, size: int, entry_id: int) -> bytes | None:
-    """The payload of the frame of ``size`` bytes at ``buf[rel:]`` if it is entry ``entry_id``
-    and passes its checksum; else ``None``."""
+def frame_payload(buf: bytes, rel: int, size: int, entry_id: int) -> memoryview | None:
+    """A view of the payload of the frame of ``size`` bytes at ``buf[rel:]`` if it is entry
+    ``entry_id`` and passes its checksum; else ``None``."""
     if size < FRAME_HEADER_SIZE or rel + size > len(buf):
         return None
     length, eid, _lac, crc = FRAME_HEADER.unpack_from(buf, rel)
@@ -142,7 +142,13 @@ def decode_frame(buf: bytes, rel: int, size: int, entry_id: int) -> bytes | None
         return None
     if not frame_ok(buf, rel, size, crc):
         return None
-    return bytes(buf[rel + FRAME_HEADER_SIZE : rel + size])
+    return memoryview(buf)[rel + FRAME_HEADER_SIZE : rel + size]
+
+
+def decode_frame(buf: bytes, rel: int, size: int, entry_id: int) -> bytes | None:
+    """:func:`frame_payload` copied into its own ``bytes``."""
+    payload = frame_payload(buf, rel, size, entry_id)
+    return None if payload is None else payload.tobytes()
 
 
 @dataclass

@@ -221,6 +221,12 @@ class SegmentStore(ABC):
             LedgerNotFoundError, SegmentStoreError.
         """
 
+    def read_entry_buffers(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes | memoryview]]:
+        """As :meth:`read_entries` (same checks and errors), for bulk decoders: an entry may be a
+        ``memoryview`` into a larger read buffer instead of its own ``bytes`` (no copy per entry). The
+        default is :meth:`read_entries`."""
+        return self.read_entries(ledger_id, first, last)
+
     def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
         """Read one entry (see :meth:`read_entries`)."""
         for _, data in self.read_entries(ledger_id, entry_id, entry_id):
