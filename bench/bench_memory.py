@@ -7,7 +7,7 @@ Run::
 
 For each scale, one log of ``gib * scale`` GiB of 1 KiB records (256 MiB segments) is written in an
 embedded namespace, then each reader runs in a fresh Python process that reads the whole log once and
-reports its peak resident set size (``getrusage(RUSAGE_SELF).ru_maxrss``) and the records it read:
+reports its peak resident set size (``VmHWM`` of ``/proc/self/status``) and the records it read:
 
 * ``open_reader(DLSN.INITIAL)`` + ``read_bulk(10000, non_blocking=True)`` until the end;
 * ``read_arrow()``, every batch dropped after counting its rows;
@@ -44,7 +44,7 @@ CHUNK = 10_000
 Row = tuple[int, int, float, dict[str, dict[str, object]]]
 
 CHILD = r"""
-import json, os, resource, sys
+import json, os, sys
 sys.path.insert(0, sys.argv[1])
 mode, uri = sys.argv[2], sys.argv[3]
 import storage, pyarrow  # what every reader imports
@@ -85,7 +85,10 @@ elif mode == "spark":
             peaks.append(int(hwm[0].split()[1]))
     extra = {"worker_peaks_kib": sorted(peaks), "partitions": df.rdd.getNumPartitions()}
     spark.stop()
-print(json.dumps({"count": count, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, **extra}))
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over fork and exec (a child of a large parent starts
+# at the parent's peak), while VmHWM belongs to this process image
+hwm = [line for line in open("/proc/self/status").read().splitlines() if line.startswith("VmHWM:")]
+print(json.dumps({"count": count, "maxrss_kib": int(hwm[0].split()[1]), **extra}))
 """
 
 
