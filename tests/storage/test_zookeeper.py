@@ -118,7 +118,9 @@ def test_ownership_moves_between_writer_processes_10_cycles(zk_uri: str, subproc
 
 
 def test_zookeeper_outage_under_a_running_writer(zk_uri: str, zk_server: ZooKeeperServer) -> None:
-    conf = {"zkSessionTimeoutSeconds": 30, "lockTimeoutSeconds": 5, "writerOutputBufferSize": 0}
+    # The session must outlive the outage (server stop, failing writes, a JVM restart): on a loaded 2-core CI
+    # machine that once took more than 30 s, and a session that expires loses ownership for good (as it must).
+    conf = {"zkSessionTimeoutSeconds": 60, "lockTimeoutSeconds": 5, "writerOutputBufferSize": 0}
     with storage.open_namespace(zk_uri, conf) as ns:
         dlm = ns.open_log("outage")
         w = dlm.open_async_writer()
@@ -138,6 +140,7 @@ def test_zookeeper_outage_under_a_running_writer(zk_uri: str, zk_server: ZooKeep
             return True
 
         zk_server.stop()
+        down_at = time.monotonic()
         try:
             wait_until(lambda: not try_write(), 30, "a write to fail while ZooKeeper is down")
             assert isinstance(errors[-1], storage.LockingError) and errors[-1].retriable
@@ -145,7 +148,7 @@ def test_zookeeper_outage_under_a_running_writer(zk_uri: str, zk_server: ZooKeep
             assert errors[-1].retriable
         finally:
             zk_server.start()
-        wait_until(try_write, 60, "writes to resume after ZooKeeper is back")
+        wait_until(try_write, 60, f"writes to resume after a {time.monotonic() - down_at:.0f} s outage")
         assert all(e.retriable for e in errors)
         w.flush().result(10)
         w.close()
