@@ -16,7 +16,7 @@ import base64
 import json
 import socket
 import struct
-from typing import Any
+from typing import Any, Self
 
 from py4j.protocol import escape_new_line
 
@@ -27,10 +27,36 @@ class WireError(Exception):
     """py4j answered with an error (``!x``), or the connection broke."""
 
 
-class WireClient:
-    def __init__(self, port: int, token: str, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+class _Client:
+    """A connection to the gateway (see the subclasses): ``raw_call`` sends one call, the rest is shared."""
+
+    def __init__(self, port: int, host: str, timeout: float) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.stream = self.sock.makefile("rb")
+
+    def raw_call(self, op: str, args: str, data: bytes) -> bytes:
+        raise NotImplementedError
+
+    def call(self, op: str, data: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes]:
+        """Run ``op``; ``(result, data)``, or the error response raised as its DLError class."""
+        return protocol.parse_response(self.raw_call(op, json.dumps(args), data))
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        finally:
+            self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class WireClient(_Client):
+    def __init__(self, port: int, token: str, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+        super().__init__(port, host, timeout)
         self.sock.sendall(f"A\n{token}\ne\n".encode())
         answer = self._line()
         if answer != "!yv":
@@ -54,30 +80,13 @@ class WireClient:
             raise WireError(f"unexpected py4j answer to {op}: {answer[:500]!r}")
         return base64.b64decode(answer[3:])
 
-    def call(self, op: str, data: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes]:
-        """Run ``op``; ``(result, data)``, or the error response raised as its DLError class."""
-        return protocol.parse_response(self.raw_call(op, json.dumps(args), data))
 
-    def close(self) -> None:
-        try:
-            self.stream.close()
-        finally:
-            self.sock.close()
-
-    def __enter__(self) -> WireClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class ChannelClient:
+class ChannelClient(_Client):
     """One connection to the gateway's data channel (:mod:`jvm_shim.channel`), as ``DataChannel.java`` makes
     it: the hello with the token, then ``call`` frames answered in order."""
 
     def __init__(self, port: int, token: str, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.stream = self.sock.makefile("rb")
+        super().__init__(port, host, timeout)
         raw = token.encode()
         self.sock.sendall(struct.pack(">I", len(raw)) + raw)
         answer = self.stream.read(1)
@@ -96,19 +105,3 @@ class ChannelClient:
         if len(body) < n:
             raise WireError("connection closed mid-response")
         return bytes(body)
-
-    def call(self, op: str, data: bytes = b"", **args: Any) -> tuple[dict[str, Any], bytes]:
-        """Run ``op``; ``(result, data)``, or the error response raised as its DLError class."""
-        return protocol.parse_response(self.raw_call(op, json.dumps(args), data))
-
-    def close(self) -> None:
-        try:
-            self.stream.close()
-        finally:
-            self.sock.close()
-
-    def __enter__(self) -> ChannelClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
