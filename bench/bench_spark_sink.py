@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -79,6 +80,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--files", type=int, default=4, help="input files (= partitions of the batch)")
     ap.add_argument("--master", default="local[4]")
+    ap.add_argument("--rounds", type=int, default=3, help="measured runs of each sink (the median is reported)")
     ap.add_argument(
         "--payload",
         choices=["padded", "random"],
@@ -114,9 +116,9 @@ def main() -> None:
     def source():  # type: ignore[no-untyped-def]
         return spark.readStream.schema(schema).parquet(str(src_dir))
 
-    def dl_writer(log: str, ckpt: str):  # type: ignore[no-untyped-def]
+    def dl_writer(log: str, ckpt: str, codec: str = "none"):  # type: ignore[no-untyped-def]
         w = source().writeStream.format("distributedlog").option("uri", uri).option("stream", log)
-        return w.option("checkpointLocation", ckpt)
+        return w.option("checkpointLocation", ckpt).option("compressionType", codec)
 
     def pq_writer(path: str, ckpt: str):  # type: ignore[no-untyped-def]
         return source().writeStream.format("parquet").option("path", path).option("checkpointLocation", ckpt)
@@ -124,32 +126,50 @@ def main() -> None:
     def ceiling_writer(ckpt: str):  # type: ignore[no-untyped-def]
         return source().writeStream.format("bench_consume_only").option("checkpointLocation", ckpt)
 
-    # warm up both paths once (JVM code paths, Python workers), then measure each once
+    # warm up every path once (JVM code paths, Python workers), then 3 rounds of each, interleaved; medians
     run_stream(dl_writer("warm", str(work / "ck-warm-dl")), "warm-up distributedlog")
     run_stream(pq_writer(str(work / "warm-pq"), str(work / "ck-warm-pq")), "warm-up parquet")
     run_stream(ceiling_writer(str(work / "ck-warm-ceiling")), "warm-up ceiling")
-    pq, pq_rows = run_stream(pq_writer(str(work / "out-pq"), str(work / "ck-pq")), "parquet sink")
-    cl, cl_rows = run_stream(ceiling_writer(str(work / "ck-ceiling")), "ceiling sink")
-    dl, dl_rows = run_stream(dl_writer("out", str(work / "ck-dl")), "distributedlog sink")
+    rates: dict[str, list[float]] = {"pq": [], "cl": [], "dl": [], "lz": []}
+    for r in range(args.rounds):
+        for key, writer in (
+            ("pq", pq_writer(str(work / f"out-pq-{r}"), str(work / f"ck-pq-{r}"))),
+            ("cl", ceiling_writer(str(work / f"ck-ceiling-{r}"))),
+            ("dl", dl_writer(f"out-{r}", str(work / f"ck-dl-{r}"))),
+            ("lz", dl_writer(f"out-lz4-{r}", str(work / f"ck-lz4-{r}"), "lz4")),
+        ):
+            rate, rows_seen = run_stream(writer, f"round {r + 1}: {key}")
+            assert rows_seen == n, (key, rows_seen, n)
+            rates[key].append(rate)
+    pq, cl, dl, lz = (statistics.median(rates[k]) for k in ("pq", "cl", "dl", "lz"))
     spark.stop()
     with storage.open_namespace(uri) as ns:
-        written = ns.open_log("out").record_count()
-    assert written == n == dl_rows == pq_rows == cl_rows, (written, n, dl_rows, pq_rows, cl_rows)
+        written = [ns.open_log(log).record_count() for log in ("out-0", "out-lz4-0")]
+        stored = {
+            log: sum(ns.segstore.info(s.ledger_id).length_bytes for s in ns.open_log(log).log_segments())
+            for log in ("out-0", "out-lz4-0")
+        }
+    assert written == [n, n], (written, n)
+    pq_bytes = sum(f.stat().st_size for f in (work / "out-pq-0").rglob("*.parquet"))
 
     print()
     print(
         f"N = {n} rows of {PAYLOAD} B ({args.payload} payload), {args.master}, {args.files} partitions, "
-        "writeStream + availableNow\n"
+        f"writeStream + availableNow, median of {args.rounds}\n"
     )
-    print("| sink | rows/s | MiB/s | vs parquet | vs ceiling |")
-    print("|---|---:|---:|---:|---:|")
-    for label, r in (
-        ("parquet file sink (Spark built-in)", pq),
-        ("ceiling: a Python sink that only consumes its input", cl),
-        ("distributedlog (exactly-once)", dl),
+    print("| sink | rows/s | MiB/s | vs parquet | vs ceiling | bytes stored |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, r, size in (
+        ("parquet file sink (Spark built-in)", pq, f"{pq_bytes / (1 << 20):,.1f} MiB"),
+        ("ceiling: a Python sink that only consumes its input", cl, "-"),
+        ("distributedlog (exactly-once), compressionType=none", dl, f"{stored['out-0'] / (1 << 20):,.1f} MiB"),
+        ("distributedlog (exactly-once), compressionType=lz4", lz, f"{stored['out-lz4-0'] / (1 << 20):,.1f} MiB"),
     ):
-        print(f"| {label} | {r:,.0f} | {r * PAYLOAD / (1 << 20):,.1f} | {r / pq:.2f} | {r / cl:.2f} |")
-    print(f"\ndistributedlog / parquet = {dl / pq:.2f} (target >= 1.0); distributedlog / ceiling = {dl / cl:.2f}")
+        print(f"| {label} | {r:,.0f} | {r * PAYLOAD / (1 << 20):,.1f} | {r / pq:.2f} | {r / cl:.2f} | {size} |")
+    print(
+        f"\ndistributedlog / parquet = {dl / pq:.2f} (none), {lz / pq:.2f} (lz4) (target >= 1.0); "
+        f"distributedlog / ceiling = {dl / cl:.2f} (none), {lz / cl:.2f} (lz4) (target >= 0.9)"
+    )
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -17,7 +17,8 @@ Stage, then publish (CONTRACT §4 "Sink"):
 
 Options: ``uri`` (required), ``stream`` (target log; wins over a ``stream`` column),
 ``checkpointLocation`` (Spark passes it; the sink reads the batch's end offsets and timestamp from
-it), ``stagingRetentionMs`` (default one hour).
+it), ``stagingRetentionMs`` (default one hour), ``compressionType`` (``none`` or ``lz4``: each
+entry's records as one LZ4 block, DistributedLog's key; default the namespace's ``compressionType``).
 Columns: ``value`` BINARY or STRING (UTF-8), required; ``stream`` STRING (without the option);
 ``txid`` integral, optional: otherwise every row of a micro-batch gets the batch's timestamp
 (``batchTimestampMs``, the same on every task and on a replay, non-decreasing across batches), and
@@ -59,6 +60,7 @@ from storage.errors import InvalidStreamNameError, LogNotFoundError, NoNodeError
 from storage.impl.layout import join
 from storage.impl.names import validate_log_name
 from storage.impl.namespace import Namespace
+from storage.recordset import CompressionCodec, codec_from_name
 from storage.staging import (
     STAGING_ROOT,
     PublishItem,
@@ -98,6 +100,8 @@ class SinkOptions:
     value_is_string: bool
     has_stream_column: bool
     has_txid_column: bool
+    #: ``CompressionCodec`` of the staged entries; None: the namespace's ``compressionType``.
+    codec: int | None = None
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
@@ -106,7 +110,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     Raises:
         SinkOptionError: no ``uri``; an invalid ``stream`` name; no ``value`` column or one that is
             not BINARY/STRING; neither a ``stream`` option nor a STRING ``stream`` column; a
-            ``txid`` column that is not integral; a bad ``stagingRetentionMs``.
+            ``txid`` column that is not integral; a bad ``stagingRetentionMs`` or ``compressionType``.
     """
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = str(opts.get("uri") or "").strip()
@@ -139,6 +143,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     if not raw_ret.isdigit() or int(raw_ret) < 1:
         raise SinkOptionError(f"option stagingRetentionMs must be a positive integer (milliseconds), got {raw_ret!r}")
     checkpoint = opts.get("checkpointlocation")
+    codec = None
+    if "compressiontype" in opts:
+        raw_codec = str(opts["compressiontype"]).strip()
+        codec = codec_from_name(raw_codec.lower())
+        if codec is CompressionCodec.UNKNOWN:
+            raise SinkOptionError(f"option compressionType must be none or lz4, got {raw_codec!r}")
     return SinkOptions(
         uri=uri,
         stream=stream,
@@ -147,6 +157,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         value_is_string=isinstance(value.dataType, StringType),
         has_stream_column=stream is None and stream_col is not None,
         has_txid_column=txid is not None,
+        codec=None if codec is None else int(codec),
     )
 
 
@@ -211,9 +222,10 @@ class _LogStager(threading.Thread):
     """Stages the records of one log from ``(payloads, txids)`` Arrow chunks fed by the task's
     thread (a ``stream`` column spreads one task's rows over several logs; each gets one ledger)."""
 
-    def __init__(self, ns: Namespace, log_name: str, tag: dict[str, Any]) -> None:
+    def __init__(self, ns: Namespace, log_name: str, tag: dict[str, Any], codec: int | None) -> None:
         super().__init__(name=f"dl-stage-{log_name}", daemon=True)
         self.ns = ns
+        self.codec = codec
         self.tag = tag
         self.log_name = log_name
         self.chunks: queue.Queue[object] = queue.Queue(maxsize=4)
@@ -222,7 +234,7 @@ class _LogStager(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.staged = stage_arrow(self.ns, self._items(), tag=self.tag)
+            self.staged = stage_arrow(self.ns, self._items(), tag=self.tag, codec=self.codec)
         except BaseException as e:
             self.error = e
         finally:
@@ -314,7 +326,7 @@ def stage_task(
                 rows += len(item[0])
                 yield item
 
-        seg = stage_arrow(ns, items(), tag=tag)  # discards its own ledger on failure
+        seg = stage_arrow(ns, items(), tag=tag, codec=opts.codec)  # discards its own ledger on failure
         return ({target: [seg]} if seg is not None else {}), rows
 
     stagers: dict[str, _LogStager] = {}
@@ -331,7 +343,7 @@ def stage_task(
                 stager = stagers.get(name)
                 if stager is None:
                     validate_log_name(name)
-                    stager = stagers[name] = _LogStager(ns, name, dict(tag or {}))
+                    stager = stagers[name] = _LogStager(ns, name, dict(tag or {}), opts.codec)
                     stager.start()
                 mask = pc.equal(streams, name)
                 stager.feed((values.filter(mask), txids if isinstance(txids, int) else txids.filter(mask)))

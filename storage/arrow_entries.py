@@ -1,9 +1,10 @@
 """User records from Arrow columns to enveloped entries in bulk, without a Python object per record.
 
 The bytes are exactly what :class:`storage.entry.EntryBuilder` makes for the same records (flags 0,
-positions counted from ``first_position``, codec none): each record is the 20-byte header
+positions counted from ``first_position``, codec none or LZ4): each record is the 20-byte header
 ``metadata (int64: flags | position << 16), txid (int64), length (int32)``, big-endian, then the
-payload, and each entry is the 13-byte envelope ``version, flags, size, size`` then its records.
+payload, and each entry is the 13-byte envelope ``version, flags, size, stored size`` then its records
+(with LZ4, one raw LZ4 block of them: ``flags`` carries the codec).
 
 How: the three header fields are built as whole big-endian buffers (``array`` + ``byteswap``), laid
 out as fixed-width Arrow binary arrays, and joined element-wise with the payloads by
@@ -20,12 +21,14 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import lz4.block
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.entry import HEADER_LENGTH, VERSION_ONE
 from storage.errors import InvalidArgumentError, LogRecordTooLongError, TransactionIdOutOfOrderError
 from storage.record import MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE
+from storage.recordset import CODEC_MASK, CompressionCodec, _codec
 
 __all__ = ["EncodedEntry", "encode_entries"]
 
@@ -91,17 +94,23 @@ def check_txids(txids: pa.Array | int, n: int, last_txid: int) -> tuple[int, int
 
 
 def encode_entries(
-    values: pa.Array, txids: pa.Array | int, first_position: int, max_entry_bytes: int
+    values: pa.Array,
+    txids: pa.Array | int,
+    first_position: int,
+    max_entry_bytes: int,
+    codec: int = CompressionCodec.NONE,
 ) -> Iterator[EncodedEntry]:
-    """Enveloped, uncompressed entries of user records with payloads ``values`` (non-null binary),
-    txids ``txids`` (an int64 column or one txid for all; not checked here, see :func:`check_txids`)
-    and positions ``first_position, first_position + 1, ...``; an entry holds records while its size
-    stays within ``max_entry_bytes`` (always at least one).
+    """Enveloped entries of user records with payloads ``values`` (non-null binary), txids ``txids``
+    (an int64 column or one txid for all; not checked here, see :func:`check_txids`) and positions
+    ``first_position, first_position + 1, ...``; an entry holds records while their uncompressed size
+    stays within ``max_entry_bytes`` (always at least one); with ``codec`` LZ4 each entry's records
+    are stored as one LZ4 block (DistributedLog's ``compressionType=lz4``).
 
     Raises:
-        InvalidArgumentError: null or non-binary values, a bad position.
+        InvalidArgumentError: null or non-binary values, a bad position, an unknown codec.
         LogRecordTooLongError: a record over ``MAX_LOGRECORD_SIZE``.
     """
+    lz4_entries = _codec(codec) is CompressionCodec.LZ4
     n = len(values)
     if n == 0:
         return
@@ -138,7 +147,11 @@ def encode_entries(
     while start < n:
         end = max(start + 1, bisect_right(offsets, offsets[start] + budget, start + 1, n + 1) - 1)
         size = offsets[end] - offsets[start]
-        yield EncodedEntry(
-            _ENVELOPE.pack(VERSION_ONE, 0, size, size) + data[offsets[start] : offsets[end]], end - start
-        )
+        body = data[offsets[start] : offsets[end]]
+        if lz4_entries:  # size > 0: a record is at least its 20-byte header
+            stored: bytes = lz4.block.compress(body, store_size=False)
+            head = _ENVELOPE.pack(VERSION_ONE, int(CompressionCodec.LZ4) & CODEC_MASK, size, len(stored))
+            yield EncodedEntry(head + stored, end - start)
+        else:
+            yield EncodedEntry(_ENVELOPE.pack(VERSION_ONE, 0, size, size) + body, end - start)
         start = end

@@ -42,6 +42,7 @@ from storage.impl.namespace import Namespace
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.metastore.base import Create, Delete, Op, SetData
 from storage.record import MAX_LOGRECORDSET_SIZE, MAX_TXID
+from storage.recordset import codec_from_name
 from storage.segment_metadata import LogSegmentMetadata, compute_start_sequence_id
 from storage.segstore.base import LedgerWriter
 
@@ -90,16 +91,21 @@ def _staging_path(ns: Namespace, ledger_id: int) -> str:
 
 
 def stage_records(
-    ns: Namespace, records: Iterable[tuple[int, bytes]], *, tag: Mapping[str, Any] | None = None
+    ns: Namespace,
+    records: Iterable[tuple[int, bytes]],
+    *,
+    tag: Mapping[str, Any] | None = None,
+    codec: int | None = None,
 ) -> StagedSegment | None:
     """Write ``(txid, payload)`` records, in order, into a new sealed ledger; None if there were none.
-    ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
+    ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`; ``codec`` as in
+    :func:`stage_arrow`.
 
     Raises:
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
-        LogRecordTooLongError, InvalidArgumentError: a bad record. SegmentStoreError, MetadataError.
+        LogRecordTooLongError, InvalidArgumentError: a bad record or codec. SegmentStoreError, MetadataError.
     """
-    return stage_arrow(ns, _record_chunks(records), tag=tag)
+    return stage_arrow(ns, _record_chunks(records), tag=tag, codec=codec)
 
 
 def _record_chunks(records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[pa.Array, pa.Array | int]]:
@@ -125,18 +131,26 @@ def _record_chunks(records: Iterable[tuple[int, bytes]]) -> Iterator[tuple[pa.Ar
 
 
 def stage_arrow(
-    ns: Namespace, batches: Iterable[tuple[pa.Array, pa.Array | int]], *, tag: Mapping[str, Any] | None = None
+    ns: Namespace,
+    batches: Iterable[tuple[pa.Array, pa.Array | int]],
+    *,
+    tag: Mapping[str, Any] | None = None,
+    codec: int | None = None,
 ) -> StagedSegment | None:
     """:func:`stage_records` for Arrow columns, in bulk (:mod:`storage.arrow_entries`): each item is
     ``(payloads, txids)`` with payloads a non-null binary (or string) array and txids an integer
-    array of the same length or one txid for all. Entries hold up to 256 KiB and never span two
-    items. ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
+    array of the same length or one txid for all. Entries hold up to 256 KiB of records and never
+    span two items. ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
+    ``codec`` (``CompressionCodec``) compresses each entry; None takes the namespace's
+    ``compressionType``, as a log writer does.
 
     Raises:
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
-        LogRecordTooLongError, InvalidArgumentError: a bad record. SegmentStoreError, MetadataError.
+        LogRecordTooLongError, InvalidArgumentError: a bad record or codec. SegmentStoreError, MetadataError.
     """
     ns.check_open()
+    if codec is None:
+        codec = codec_from_name(str(ns.conf.get("compressionType")))
     ledger = None
     count, first, last, last_slot = 0, -1, -1, -1
     try:
@@ -149,7 +163,7 @@ def stage_arrow(
             low, high = check_txids(txids, n, last)
             if ledger is None:
                 ledger = _new_staged_ledger(ns, tag)
-            for entry in encode_entries(payloads, txids, count + 1, min(_ENTRY_BYTES, MAX_LOGRECORDSET_SIZE)):
+            for entry in encode_entries(payloads, txids, count + 1, min(_ENTRY_BYTES, MAX_LOGRECORDSET_SIZE), codec):
                 ledger.append_async(entry.data)  # group-committed; close() waits for all
                 last_slot = entry.records - 1
             count += n

@@ -203,6 +203,24 @@ def test_batch_write_is_all_or_none(spark, tmp_path: Path) -> None:
         assert set(ns.segstore.list_ledgers()) == published
 
 
+def test_compression_type_lz4_stores_less_and_reads_the_same(spark, tmp_path: Path) -> None:
+    uri = f"distributedlog-local://{tmp_path / 'ns'}"
+    df = spark.range(0, 4000, numPartitions=2).select(
+        sf.format_string("row-%05d-%0500d", "id", sf.lit(0)).alias("value")
+    )
+    for log, codec in (("plain", "none"), ("packed", "LZ4")):
+        df.write.format("distributedlog").option("uri", uri).option("stream", log).option(
+            "compressionType", codec
+        ).mode("append").save()
+    assert _payloads(uri, "packed") == _payloads(uri, "plain") == [b"row-%05d-%0500d" % (i, 0) for i in range(4000)]
+    with storage.open_namespace(uri) as ns:
+        size = {
+            log: sum(ns.segstore.info(s.ledger_id).length_bytes for s in ns.open_log(log).log_segments())
+            for log in ("plain", "packed")
+        }
+    assert size["packed"] * 10 < size["plain"], size
+
+
 def test_options_and_schema_errors(spark, tmp_path: Path) -> None:
     uri = f"distributedlog-local://{tmp_path / 'ns'}"
     value = StructField("value", BinaryType())
@@ -214,6 +232,11 @@ def test_options_and_schema_errors(spark, tmp_path: Path) -> None:
         ({"uri": uri, "stream": "o"}, [value, StructField("txid", StringType())], "column txid must be BIGINT"),
         ({"uri": uri, "stream": "bad\x00name"}, [value], "option stream: invalid log name"),
         ({"uri": uri, "stream": "o", "stagingRetentionMs": "-1"}, [value], "stagingRetentionMs"),
+        (
+            {"uri": uri, "stream": "o", "compressionType": "zip"},
+            [value],
+            "compressionType must be none or lz4, got 'zip'",
+        ),
     ]
     for options, fields, message in cases:
         with pytest.raises(dl_spark.SinkOptionError, match=message):

@@ -12,21 +12,25 @@ import storage
 from storage.arrow_entries import check_txids, encode_entries
 from storage.entry import HEADER_LENGTH, EntryBuilder
 from storage.record import MAX_LOGRECORD_SIZE, MAX_TXID, LogRecord
-from storage.staging import publish, stage_arrow, stage_records
+from storage.recordset import CompressionCodec
+from storage.staging import discard, publish, stage_arrow, stage_records
+from tests.conftest import BASE_CONF
 from tests.storage.test_writer_reader import read_all
 
 
-def builder_entries(payloads: list[bytes], txids: list[int], first_position: int, limit: int) -> list[bytes]:
+def builder_entries(
+    payloads: list[bytes], txids: list[int], first_position: int, limit: int, codec: int = CompressionCodec.NONE
+) -> list[bytes]:
     """EntryBuilder with the same cut rule: an entry takes records while it stays within ``limit``."""
     out, b = [], EntryBuilder()
     for i, (p, t) in enumerate(zip(payloads, txids, strict=True)):
         rec = LogRecord(t, p)
         if b.num_records and b.num_bytes + rec.persistent_size > limit:
-            out.append(b.to_bytes())
+            out.append(b.to_bytes(codec))
             b.clear()
         b.add(rec, first_position + i)
     if b.num_records:
-        out.append(b.to_bytes())
+        out.append(b.to_bytes(codec))
     return out
 
 
@@ -37,10 +41,17 @@ def builder_entries(payloads: list[bytes], txids: list[int], first_position: int
     limit=st.integers(HEADER_LENGTH + 1, 2000),
     constant=st.booleans(),
     base=st.integers(0, 1 << 40),
+    codec=st.sampled_from([CompressionCodec.NONE, CompressionCodec.LZ4]),
     data=st.data(),
 )
 def test_bulk_entries_equal_entry_builder(
-    payloads: list[bytes], first_position: int, limit: int, constant: bool, base: int, data: st.DataObject
+    payloads: list[bytes],
+    first_position: int,
+    limit: int,
+    constant: bool,
+    base: int,
+    codec: CompressionCodec,
+    data: st.DataObject,
 ) -> None:
     n = len(payloads)
     if constant:
@@ -55,8 +66,8 @@ def test_bulk_entries_equal_entry_builder(
         values = pa.array([b"pad", *payloads], pa.binary()).slice(1)
         if not constant:
             arg = pa.array([0, *txids], pa.int64()).slice(1)
-    got = list(encode_entries(values, arg, first_position, limit))
-    assert [e.data for e in got] == builder_entries(payloads, txids, first_position, limit)
+    got = list(encode_entries(values, arg, first_position, limit, codec))
+    assert [e.data for e in got] == builder_entries(payloads, txids, first_position, limit, codec)
     assert sum(e.records for e in got) == n
     assert check_txids(arg, n, 0) == (txids[0], txids[-1])
 
@@ -68,6 +79,8 @@ def test_encode_rejects_bad_input() -> None:
         list(encode_entries(pa.array([1, 2]), 1, 1, 1000))
     with pytest.raises(storage.LogRecordTooLongError):
         list(encode_entries(pa.array([b"x" * MAX_LOGRECORD_SIZE]), 1, 1, 1 << 21))
+    with pytest.raises(storage.InvalidArgumentError, match="codec"):
+        list(encode_entries(pa.array([b"a"]), 1, 1, 1000, CompressionCodec.UNKNOWN))
     (entry,) = encode_entries(pa.array(["é"], pa.string()), 1, 1, 1000)
     assert entry.data.endswith("é".encode())
     for txids, last, match in [
@@ -107,3 +120,24 @@ def test_stage_arrow_publishes_what_stage_records_would(ns: storage.Namespace) -
     with pytest.raises(storage.TransactionIdOutOfOrderError):
         stage_arrow(ns, [(pa.array([b"x"]), 5), (pa.array([b"y"]), 4)])
     assert ns.metastore.children("/.staging") == []  # the failed staging removed its ledger
+
+
+def test_stage_arrow_lz4_entries_read_back(ns: storage.Namespace, ns_uri: str) -> None:
+    """Staged with LZ4 (the argument, or the namespace's compressionType): smaller ledgers, the same records."""
+    payloads = [b"%06d" % i + b"z" * 1000 for i in range(3000)]
+    plain = stage_arrow(ns, [(pa.array(payloads), 5)], codec=CompressionCodec.NONE)
+    packed = stage_arrow(ns, [(pa.array(payloads), 5)], codec=CompressionCodec.LZ4)
+    assert plain is not None and packed is not None
+    size = {s.ledger_id: ns.segstore.info(s.ledger_id).length_bytes for s in (plain, packed)}
+    assert size[packed.ledger_id] * 20 < size[plain.ledger_id]
+    publish(ns, "plain", [plain], {}, lambda prev: True)
+    publish(ns, "packed", [packed], {}, lambda prev: True)
+    got = [(r.dlsn, r.txid, bytes(r.payload)) for r in read_all(ns.open_log("packed"))]
+    assert got == [(r.dlsn, r.txid, bytes(r.payload)) for r in read_all(ns.open_log("plain"))]
+    assert [p for _d, _t, p in got] == payloads
+    table = pa.Table.from_batches(list(ns.open_log("packed").read_arrow(storage.DLSN(1, 0, 0))))
+    assert table.column("value").to_pylist() == payloads
+    with storage.open_namespace(ns_uri, {**BASE_CONF, "compressionType": "lz4"}) as lz4_ns:
+        by_conf = stage_arrow(lz4_ns, [(pa.array(payloads), 5)])
+        assert by_conf is not None and lz4_ns.segstore.info(by_conf.ledger_id).length_bytes == size[packed.ledger_id]
+        discard(lz4_ns, [by_conf.ledger_id])
