@@ -13,7 +13,11 @@ Meanwhile one ``readStream`` query from ``in`` (``startingOffsets=latest``, trig
 
 (a) the distributedlog sink (log ``out``, exactly once): a reader thread in this process tails ``out``
     and stamps each record when it becomes readable;
-(b) ``foreachBatch``: the batch function (in this driver process) stamps its rows when it runs.
+(b) ``foreachBatch``: the batch function (in this driver process) stamps its rows when it runs;
+(c) a Python streaming sink that only consumes its input: each task stamps its rows as it gets them
+    (before any commit), the least a Python data-source sink pays per batch;
+(d) Spark's ``noop`` sink: no latency (nothing to observe), only the per-batch timings, the least any
+    sink pays behind this source.
 
 Latency = stamp - the write time carried in the record. Records written in the first ``--warmup``
 seconds are not counted (JIT, first batches). The floor: Spark's own ``rate`` source into the ``noop``
@@ -123,6 +127,50 @@ class OutputTail(threading.Thread):
                     self.values.extend((now, rec.payload) for rec in recs)
 
 
+def consume_sink() -> type:
+    """(c): a Python streaming sink whose tasks stamp each row on arrival (latency lines appended to
+    the file of option ``out``) and whose commit does nothing."""
+    from collections.abc import Iterator
+
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class StampWriter(DataSourceStreamArrowWriter):
+        def __init__(self, out: str) -> None:
+            self.out = out
+
+        def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+            import struct
+            import time
+
+            lines: list[str] = []
+            for batch in iterator:
+                now = time.time_ns()
+                lines.extend(f"{now} {struct.unpack_from('>q', v, 0)[0]}\n" for v in batch.column("value").to_pylist())
+            with open(self.out, "a") as f:
+                f.write("".join(lines))
+            return WriterCommitMessage()
+
+        def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+            pass
+
+        def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+            pass
+
+    class StampSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_latency_consume"
+
+        def schema(self) -> str:
+            return "value BINARY"
+
+        def streamWriter(self, schema, overwrite: bool) -> StampWriter:  # type: ignore[no-untyped-def]
+            return StampWriter(self.options["out"])
+
+    return StampSink
+
+
 def mean_durations(progress: list[dict[str, Any]]) -> dict[str, float]:
     keys: dict[str, list[float]] = {}
     for p in progress:
@@ -134,7 +182,7 @@ def mean_durations(progress: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def run_case(
-    spark: Any, uri: str, work: Path, sink: str, rate: float, seconds: float, warmup: float, txid: int
+    spark: Any, uri: str, work: Path, sink: str, rate: float, seconds: float, warmup: float, txid: int, tag: str = ""
 ) -> dict[str, Any]:
     reader = (
         spark.readStream.format("distributedlog")
@@ -146,11 +194,17 @@ def run_case(
     got: list[float] = []
     since = [0]  # write time (ns) from which records count: set when the producer starts
     tail = None
-    out_log = f"out-{int(rate)}"
+    out_log = f"out-{int(rate)}{tag}"
     if sink == "distributedlog":
         tail = OutputTail(uri, out_log)
         tail.start()
         w = reader.select("value").writeStream.format("distributedlog").option("uri", uri).option("stream", out_log)
+    elif sink == "consume":
+        stamps = work / f"stamps-{int(rate)}{tag}"
+        stamps.touch()
+        w = reader.select("value").writeStream.format("bench_latency_consume").option("out", str(stamps))
+    elif sink == "noop":
+        w = reader.select("value").writeStream.format("noop")
     else:
         seen = [0]
 
@@ -160,7 +214,7 @@ def run_case(
             got.extend(latencies_ms(values, time.time_ns(), since[0]))
 
         w = reader.select("value").writeStream.foreachBatch(batch)
-    ckpt = str(work / f"ck-{sink}-{int(rate)}")
+    ckpt = str(work / f"ck-{sink}-{int(rate)}{tag}")
     q = w.option("checkpointLocation", ckpt).trigger(processingTime="0 seconds").start()
     try:
         time.sleep(3.0)  # the query is running and has planned from "latest"
@@ -171,8 +225,11 @@ def run_case(
         # drained: nothing new in the output for 3 s (or 60 s passed)
         deadline = time.monotonic() + 60
         last, still = -1, time.monotonic()
-        while time.monotonic() < deadline:
-            now_count = len(tail.values) if tail is not None else seen[0]
+        while time.monotonic() < deadline and sink != "noop":
+            if sink == "consume":
+                now_count = stamps.stat().st_size
+            else:
+                now_count = len(tail.values) if tail is not None else seen[0]
             if now_count != last:
                 last, still = now_count, time.monotonic()
             elif time.monotonic() - still >= 3.0:
@@ -187,6 +244,12 @@ def run_case(
     if tail is not None:
         for stamp, value in tail.values:
             got.extend(latencies_ms([value], stamp, since[0]))
+    if sink == "consume":
+        for line in stamps.read_text().split("\n"):
+            if line:
+                stamp, t = (int(x) for x in line.split())
+                if t >= since[0]:
+                    got.append((stamp - t) / 1e6)
     return {"ms": got, "written": written, "last_txid": last_txid, "durations": mean_durations(progress)}
 
 
@@ -215,23 +278,28 @@ def render(rows: list[tuple[str, float, dict[str, Any]]], floor: list[float], se
         "|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     met = []
+    labels = {
+        "distributedlog": "(a) distributedlog sink",
+        "foreachBatch": "(b) foreachBatch",
+        "consume": "(c) Python sink, consume only (tasks stamp rows)",
+        "noop": "(d) `noop` sink (timings only)",
+    }
     for sink, rate, r in rows:
         ms = r["ms"]
-        p50, p99 = percentile(ms, 0.50), percentile(ms, 0.99)
         d = r["durations"]
-        parts = " / ".join(
-            f"{d.get(k, 0):.0f}"
-            for k in ("triggerExecution", "addBatch", "getBatch", "latestOffset", "walCommit", "commitOffsets")
-        )
+        parts = " / ".join(f"{d.get(k, 0):.0f}" for k in DURATION_KEYS)
+        if not ms:
+            lines.append(f"| {labels[sink]} | {rate:,.0f} | - | - | - | - | - | - | {parts} |")
+            continue
+        p50, p99 = percentile(ms, 0.50), percentile(ms, 0.99)
         if sink == "distributedlog":
             ok = p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS
             met.append(ok)
             target, flag = f"p50 <= {TARGET_P50_MS:.0f}, p99 <= {TARGET_P99_MS:.0f}", ("yes" if ok else "**NO**")
         else:
             target, flag = "-", "-"
-        label = "(a) distributedlog sink" if sink == "distributedlog" else "(b) foreachBatch"
         lines.append(
-            f"| {label} | {rate:,.0f} | {len(ms):,} | {p50:.0f} | {p99:.0f} | {max(ms):.0f} | {target} | {flag} "
+            f"| {labels[sink]} | {rate:,.0f} | {len(ms):,} | {p50:.0f} | {p99:.0f} | {max(ms):.0f} | {target} | {flag} "
             f"| {parts} |"
         )
     if floor:
@@ -249,6 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per case (default 20)")
     parser.add_argument("--warmup", type=float, default=5.0, help="uncounted seconds per case (default 5)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--sinks",
+        default="distributedlog,foreachBatch,consume,noop",
+        help="cases to run, in order (default distributedlog,foreachBatch,consume,noop)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="dl-bench-latency-"))
@@ -258,12 +331,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             ns.create_log("in")
         spark = local_spark_session(args.master, quiet_progress=True)
         spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(consume_sink())
         rows = []
         txid = 0
         try:
             floor = floor_case(spark, work, 15.0)
+            # uncounted: the first Python-source and Python-sink query of a session pays for JIT and workers
+            print("warm-up ...", file=sys.stderr, flush=True)
+            txid = run_case(spark, uri, work, "distributedlog", 1000.0, 5.0, 1.0, txid, tag="warm")["last_txid"]
             for rate in (float(r) for r in args.rates.split(",")):
-                for sink in ("distributedlog", "foreachBatch"):
+                for sink in args.sinks.split(","):
                     print(f"{sink} at {rate:,.0f} rec/s ...", file=sys.stderr, flush=True)
                     r = run_case(spark, uri, work, sink, rate, args.seconds, args.warmup, txid)
                     txid = r["last_txid"]
