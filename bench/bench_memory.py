@@ -18,6 +18,13 @@ reports its peak resident set size (``VmHWM`` of ``/proc/self/status``) and the 
 
 Prints one markdown table. The baseline is the same process doing nothing but importing what the
 reader imports (``storage``, ``pyarrow``), measured the same way.
+
+Then a writer on a slow disk (``--slow-mbps``, default 16 MB/s: an ext4 on a loop device throttled by
+the kernel, ``bench/_slowdisk.py``; needs root): a fresh process appends 1 KiB records with the async
+writer as fast as it can, ``--slow-mib`` and 10x that many MiB in all, once with
+``perWriterOutstandingWriteLimit`` (default 2,000: on ``OverCapacityError`` it waits for its oldest
+write, then retries the rejected one, which was never queued) and once without a limit (it queues
+every write and keeps its futures, as a producer that never waits would); peak RSS of each.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pathlib import Path
 
 # _common first: it puts the checkout on sys.path for `storage`
 from _common import GIB, MIB, PAYLOAD, REPO, make_base, remove_base
+from _slowdisk import slow_disk, unavailable
 
 import storage
 
@@ -85,6 +93,36 @@ elif mode == "spark":
             peaks.append(int(hwm[0].split()[1]))
     extra = {"worker_peaks_kib": sorted(peaks), "partitions": df.rdd.getNumPartitions()}
     spark.stop()
+elif mode == "writer":
+    import collections, time
+    total, limit = int(sys.argv[4]), int(sys.argv[5])
+    conf = {"perWriterOutstandingWriteLimit": limit, "outstandingWriteLimitDarkmode": False,
+            "writerOutputBufferSize": 64 * 1024, "periodicFlushFrequencyMilliSeconds": 10}
+    payload = bytes(range(256)) * 4
+    pending = collections.deque()
+    rejected = 0
+    t0 = time.perf_counter()
+    with storage.open_namespace(uri, conf) as ns, ns.open_log("slow") as dlm:
+        w = dlm.open_async_writer()
+        txid = 0
+        while txid < total:
+            rec = storage.LogRecord(txid + 1, payload)
+            try:
+                pending.append(w.write(rec))
+            except storage.OverCapacityError:
+                rejected += 1
+                pending.popleft().result()  # wait for the oldest, then retry this one (it was not queued)
+                continue
+            txid += 1
+            while pending and pending[0].done():
+                pending.popleft().result()
+        w.flush().result()
+        for f in pending:
+            f.result()
+        pending.clear()
+        w.close()
+        count = dlm.record_count()
+    extra = {"seconds": time.perf_counter() - t0, "rejected": rejected}
 # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over fork and exec (a child of a large parent starts
 # at the parent's peak), while VmHWM belongs to this process image
 hwm = [line for line in open("/proc/self/status").read().splitlines() if line.startswith("VmHWM:")]
@@ -116,9 +154,9 @@ def write_log(uri: str, records: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_child(mode: str, uri: str) -> dict[str, object]:
+def run_child(mode: str, uri: str, *args: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(REPO), mode, uri], capture_output=True, text=True, check=False
+        [sys.executable, "-c", CHILD, str(REPO), mode, uri, *args], capture_output=True, text=True, check=False
     )
     if out.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
@@ -134,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gib", type=float, default=2.0, help="log size at scale 1, GiB (default 2)")
     parser.add_argument("--scales", default="1,10", help="log sizes as multiples (default 1,10)")
     parser.add_argument("--dir", type=Path, default=None, help="data directory (default: under bench-data)")
+    parser.add_argument("--slow-mbps", type=float, default=16.0, help="slow disk write speed, MB/s (default 16)")
+    parser.add_argument("--slow-mib", type=int, default=32, help="the slow-disk writer's 1x, MiB (default 32)")
+    parser.add_argument("--limit", type=int, default=2000, help="perWriterOutstandingWriteLimit (default 2000)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base, created = make_base("memory", args.dir)
@@ -153,10 +194,43 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise SystemExit(f"{mode} read {got[mode]['count']} records, expected {records}")
             rows.append((k, records, seconds, got))
             os.system(f"rm -rf {base / f'x{k}'}")  # free the disk before the next scale
+        slow = slow_writer(args.slow_mib, args.slow_mbps, args.limit, base)
         print(render(args.gib, baseline, rows, time.perf_counter() - started))
+        print()
+        print(slow)
     finally:
         remove_base(base, created)
     return 0
+
+
+def slow_writer(mib_1x: int, mbps: float, limit: int, base: Path) -> str:
+    """The slow-disk writer's table (or why it could not run)."""
+    why = unavailable()
+    if why is not None:
+        return f"Slow-disk writer: not run here ({why})."
+    lines = [
+        f"## Memory: a writer on a slow disk ({mbps:g} MB/s, ext4 on a throttled loop device), 1 KiB records",
+        "",
+        "| written | outstanding limit | peak RSS | seconds | MB/s | writes rejected (retried) |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    with slow_disk(mib_1x * 10 * 2 + 256, int(mbps * 1e6), base) as mount:
+        for k in (1, 10):
+            records = mib_1x * k * 1024
+            for lim in (limit, -1):
+                uri = f"distributedlog-local://{mount / f'ns-{k}-{lim}'}"
+                print(f"slow disk: {mib_1x * k} MiB, limit {lim} ...", file=sys.stderr, flush=True)
+                got = run_child("writer", uri, str(records), str(lim))
+                if got["count"] != records:
+                    raise SystemExit(f"slow writer wrote {got['count']} records, expected {records}")
+                secs = float(got["seconds"])  # type: ignore[arg-type]
+                label = f"{lim:,} (`perWriterOutstandingWriteLimit`)" if lim > 0 else "none"
+                lines.append(
+                    f"| {mib_1x * k} MiB (x{k}) | {label} | {mib(got['maxrss_kib']):.0f} MiB | {secs:.1f} "
+                    f"| {records * 1024 / secs / 1e6:.1f} | {got['rejected']:,} |"
+                )
+                os.system(f"rm -rf {mount / f'ns-{k}-{lim}'}")
+    return "\n".join(lines)
 
 
 def render(
