@@ -8,6 +8,7 @@ reports it when the DataFrame is defined, before any data is read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -17,14 +18,16 @@ from typing import Literal
 from dl_spark.errors import SourceOptionError
 from dl_spark.offsets import offset_to_dlsn
 from storage.dlsn import DLSN
-from storage.errors import InvalidStreamNameError
+from storage.errors import InvalidArgumentError, InvalidStreamNameError
 from storage.impl.names import validate_log_name
+from storage.impl.subscriptions import validate_subscriber_id
 
 __all__ = [
     "DEFAULT_MAX_TRIGGER_DELAY_MS",
     "LogStart",
     "SourceOptions",
     "StartSpec",
+    "default_subscriber_id",
     "parse_duration_ms",
     "parse_source_options",
 ]
@@ -76,6 +79,9 @@ class SourceOptions:
     max_records_per_partition: int | None
     min_partitions: int | None
     fail_on_data_loss: bool
+    #: Under which name a streaming query records its committed positions in each log's
+    #: subscriptions store (``subscriberId``; default :func:`default_subscriber_id`).
+    subscriber_id: str = ""
 
     def matches(self, log: str) -> bool:
         """True if ``log`` is one of this source's logs (named in ``streams`` or matching ``streamPattern``)."""
@@ -177,6 +183,14 @@ def _parse_spec(raw: str, key: str, *, ending: bool) -> StartSpec:
     return StartSpec("json", per_log=tuple(sorted(per_log, key=lambda p: p[0])))
 
 
+def default_subscriber_id(uri: str, streams: tuple[str, ...] | None, pattern: str | None) -> str:
+    """``spark-`` and 16 hex digits of a hash of the namespace URI and the source's logs: stable across
+    restarts of a query; two queries reading the same logs of the same namespace share it unless one
+    sets ``subscriberId``."""
+    what = json.dumps([uri, list(streams) if streams is not None else None, pattern])
+    return "spark-" + hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
 def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     """Check and parse the options of the source (batch and streaming alike; what depends on the
     mode is checked by :meth:`SourceOptions` users: ``endingOffsets`` on a stream, ``latest`` starts
@@ -185,7 +199,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     Raises:
         SourceOptionError: a missing ``uri``; both or neither of ``streams`` / ``streamPattern``;
             an invalid log name or regex; malformed JSON offsets; a log in the offsets that is not
-            one of the source's logs; a bad number, boolean or duration.
+            one of the source's logs; a bad number, boolean or duration; an invalid ``subscriberId``.
     """
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = (_get(opts, "uri") or "").strip()
@@ -223,6 +237,15 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     ending_raw = _get(opts, "endingOffsets")
     ending = _parse_spec(ending_raw, "endingOffsets", ending=True) if ending_raw is not None else None
 
+    subscriber_raw = _get(opts, "subscriberId")
+    if subscriber_raw is None:
+        subscriber = default_subscriber_id(uri, streams, pattern)
+    else:
+        try:
+            subscriber = validate_subscriber_id(subscriber_raw.strip())
+        except InvalidArgumentError as e:
+            raise SourceOptionError(f"option subscriberId: {e}") from None
+
     delay_raw = _get(opts, "maxTriggerDelay")
     delay = DEFAULT_MAX_TRIGGER_DELAY_MS if delay_raw is None else parse_duration_ms(delay_raw)
     parsed = SourceOptions(
@@ -239,6 +262,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         min_partitions=_positive_int(opts, "minPartitions"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        subscriber_id=subscriber,
     )
     for spec, key in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         for log, _ in spec.per_log if spec is not None else ():

@@ -7,7 +7,8 @@ planner, and the executors' Python workers (``read``). Readers therefore keep on
 values; storage handles live in :mod:`dl_spark._handles`, one namespace per process. The only
 in-memory state of the stream reader is advisory and rebuilt after a restart: the
 ``Trigger.AvailableNow`` target, the last trigger time for ``minRecordsPerTrigger`` /
-``maxTriggerDelay``, and the latest offset it reports.
+``maxTriggerDelay``, the latest offset it reports, and which positions it last recorded in the
+logs' subscriptions stores (:mod:`dl_spark.subscribers`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_op
 from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
+from dl_spark.subscribers import PositionRecorder
 from storage.dlsn import DLSN
 from storage.errors import LogEmptyError, LogNotFoundError
 from storage.impl import positioning
@@ -298,6 +300,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._target: dict[str, DLSN] | None = None
         self._last_trigger_ms = 0.0
         self._latest: dict[str, str] | None = None
+        self._positions = PositionRecorder(opts.uri, opts.subscriber_id)
 
     # --- offsets ----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, str]:
@@ -342,6 +345,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         """
         opts = self.opts
         begin = decode_offsets(start)
+        self._positions.record(begin)  # the batch that ended at ``start`` is complete
         names = sorted(set(_current_logs(opts)) | set(begin))
         inspectors: list[LogInspector] = []
         starts: list[DLSN] = []
@@ -436,7 +440,9 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return _read(partition)
 
     def commit(self, end: dict[str, str]) -> None:
-        """Nothing to do: positions live in Spark's checkpoint (``commit`` arrives a batch late)."""
+        """Record ``end`` under ``subscriberId`` in each log's subscriptions store (positions live in
+        Spark's checkpoint; this makes them visible to ``dlog lag``; ``commit`` arrives a batch late)."""
+        self._positions.record(decode_offsets(end))
 
     def stop(self) -> None:
         """Nothing to release: handles are per process (Spark may not call this at all)."""

@@ -15,6 +15,7 @@ from storage.errors import __all__ as _error_names
 from storage.impl.log_manager import LogManager
 from storage.impl.namespace import Namespace, bind_namespace, open_namespace
 from storage.impl.reader import AsyncLogReader, LogReader
+from storage.impl.subscriptions import SubscriberLag, SubscriptionsStore
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import LogRecord, LogRecordWithDLSN
 from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
@@ -41,6 +42,8 @@ __all__ = [
     "LogWriter",
     "Namespace",
     "SegmentSlice",
+    "SubscriberLag",
+    "SubscriptionsStore",
     "TruncationStatus",
     "errors",
     "bind_namespace",

@@ -13,6 +13,7 @@ from storage.entry import decode_entry
 from storage.errors import (
     AlreadyClosedError,
     InvalidArgumentError,
+    LedgerNotFoundError,
     LogEmptyError,
     LogNotFoundError,
 )
@@ -21,6 +22,7 @@ from storage.impl.cursor import Cursor
 from storage.impl.layout import LogMetadata
 from storage.impl.reader import AsyncLogReader, LogReader
 from storage.impl.segment_cache import SegmentListCache
+from storage.impl.subscriptions import SubscriberLag, SubscriptionsStore
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import MAX_TXID, LogRecordWithDLSN
@@ -254,6 +256,53 @@ class LogManager:
             else:
                 total += last_pos
         return total
+
+    # --- subscribers --------------------------------------------------------------------
+    def subscriptions(self) -> SubscriptionsStore:
+        """DistributedLog's subscriptions store of this log: named positions (``get``, ``advance``,
+        ``delete``, ``list``) kept in metadata at ``<log root>/subscribers/<id>``."""
+        self._check_open()
+        return SubscriptionsStore(self._ns.metastore, self._meta.paths)
+
+    def subscriber_lag(self) -> list[SubscriberLag]:
+        """Every subscriber's position with the records and bytes at or after it, by id.
+
+        Raises:
+            LogNotFoundError, MetadataError, SegmentStoreError.
+        """
+        out = []
+        for sid, pos in self.subscriptions().list().items():
+            records = self.record_count(pos) if pos >= DLSN.INITIAL else self.record_count()
+            out.append(SubscriberLag(sid, pos, records, self._bytes_from(pos, records)))
+        return out
+
+    def _bytes_from(self, pos: DLSN, records: int) -> int:
+        """Stored bytes of the records from ``pos`` (``records`` of them): whole segments after its
+        segment, and its own segment's bytes pro rata by records."""
+        total = 0
+        later_records = 0
+        own: LogSegmentMetadata | None = None
+        for seg in self.log_segments():
+            if seg.lssn < pos.lssn:
+                continue
+            if seg.lssn == pos.lssn:
+                own = seg
+                continue
+            total += self._stored_bytes(seg)
+        if own is not None:
+            later_records = self.record_count(DLSN(pos.lssn + 1, 0, 0))
+            in_own = records - later_records
+            own_records = self.record_count(DLSN(pos.lssn, 0, 0))
+            own_records -= later_records
+            if own_records > 0 and in_own > 0:
+                total += self._stored_bytes(own) * in_own // own_records
+        return total
+
+    def _stored_bytes(self, seg: LogSegmentMetadata) -> int:
+        try:
+            return self._segstore.info(seg.ledger_id).length_bytes
+        except LedgerNotFoundError:  # purged or truncated away: nothing left to read there
+            return 0
 
     def _first_user_record_from(self, seg: LogSegmentMetadata, start: DLSN) -> LogRecordWithDLSN | None:
         last = positioning.visible_last_entry(self._segstore, seg)
