@@ -96,7 +96,11 @@ setup(
     ],
     entry_points={"console_scripts": ["dlog=storage.cli:main"]},
     extras_require={
+        # a Spark Connect client (SparkSession.builder.remote(...)) in this environment
+        "connect": ["pyspark[connect]==4.3.*", "pandas>=2.2,<3"],
         "test": [
+            "pyspark[connect]==4.3.*",
+            "pandas>=2.2,<3",
             "pytest>=8",
             "pytest-timeout>=2.2",
             "chispa>=0.10",
