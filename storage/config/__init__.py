@@ -333,6 +333,10 @@ class Config:
     per_writer_outstanding_write_limit = _Prop("perWriterOutstandingWriteLimit", int)
     global_outstanding_write_limit = _Prop("globalOutstandingWriteLimit", int)
     outstanding_write_limit_darkmode = _Prop("outstandingWriteLimitDarkmode", bool)
+    rps_soft_write_limit = _Prop("rpsSoftWriteLimit", int)
+    rps_hard_write_limit = _Prop("rpsHardWriteLimit", int)
+    bps_soft_write_limit = _Prop("bpsSoftWriteLimit", int)
+    bps_hard_write_limit = _Prop("bpsHardWriteLimit", int)
     # segments / retention
     log_segment_rolling_minutes = _Prop("logSegmentRollingMinutes", float)  # int unless set to a fraction
     max_log_segment_bytes = _Prop("maxLogSegmentBytes", int)

@@ -431,10 +431,18 @@ _SPECS: tuple[KeySpec, ...] = (
     _s("streamConfigRouterClass", "org.apache.distributedlog.service.config.IdentityConfigRouter", "Routes a stream "
         "to its dynamic configuration.", "features"),
     # --- proxy --------------------------------------------------------------------------------
-    _i("bpsSoftWriteLimit", -1, "Per-stream soft write limit, in bytes per second.", "proxy"),
-    _i("bpsHardWriteLimit", -1, "Per-stream hard write limit, in bytes per second.", "proxy"),
-    _i("rpsSoftWriteLimit", -1, "Per-stream soft write limit, in requests per second.", "proxy"),
-    _i("rpsHardWriteLimit", -1, "Per-stream hard write limit, in requests per second.", "proxy"),
+    _i("bpsSoftWriteLimit", -1, "Per-stream soft write limit, payload bytes per second (<= 0 = off): "
+        "writes over it are counted and logged.", "writer",
+        impl=True),
+    _i("bpsHardWriteLimit", -1, "Per-stream hard write limit, payload bytes per second (<= 0 = off): "
+        "writes over it fail with OverCapacityError.", "writer",
+        impl=True),
+    _i("rpsSoftWriteLimit", -1, "Per-stream soft write limit, payload records per second (<= 0 = off): "
+        "writes over it are counted and logged.", "writer",
+        impl=True),
+    _i("rpsHardWriteLimit", -1, "Per-stream hard write limit, payload records per second (<= 0 = off): "
+        "writes over it fail with OverCapacityError.", "writer",
+        impl=True),
     _i("rpsSoftServiceLimit", -1, "Per-proxy soft limit, in requests per second.", "proxy"),
     _i("rpsHardServiceLimit", -1, "Per-proxy hard limit, in requests per second.", "proxy"),
     _i("rpsStreamAcquireServiceLimit", -1, "Per-proxy rate above which streams are not acquired.", "proxy"),

@@ -40,6 +40,7 @@ from storage.errors import (
     WriterFencedError,
 )
 from storage.impl import retention
+from storage.impl.limits import WriteLimiter, WriteLimits
 from storage.impl.segment_writer import SegmentWriter
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.record import CONTROL, END_OF_STREAM, MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE, LogRecord
@@ -85,6 +86,9 @@ class AsyncLogWriter:
         self._roll_minutes = float(conf.get("logSegmentRollingMinutes"))
         self._max_bytes = int(conf.get("maxLogSegmentBytes"))
         self._immediate = bool(conf.get("enableImmediateFlush"))
+        limits = WriteLimits.from_conf(conf.get)
+        #: rps/bps soft and hard write limits (None while none is set; see :mod:`storage.impl.limits`).
+        self.limiter: WriteLimiter | None = WriteLimiter(handler.name, limits) if limits.active else None
         self._purger = retention.TtlPurger(handler.meta, handler.segstore, conf)
         self._last_txid = handler.recover()
         self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
@@ -110,50 +114,51 @@ class AsyncLogWriter:
 
         Errors are raised at once for bad input and state (``TransactionIdOutOfOrderError``,
         ``LogRecordTooLongError``, ``EndOfStreamError``, ``AlreadyClosedError``,
-        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``); the future fails
-        with ``WriterFencedError``/``TransmitError``/``WriteCancelledError`` if the append does.
+        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``) and for a write over a
+        hard rate limit or the outstanding-write limit (``OverCapacityError``: nothing of it was
+        buffered); the future fails with ``WriterFencedError``/``TransmitError``/
+        ``WriteCancelledError`` if the append does.
         """
         with self._lock:
             self._check_record(record)
-            txid = record.txid
-            if self.outstanding is None:
-                fut = self._segment_for(txid).write(record)
-            else:
-                self.outstanding.acquire()
-                try:
-                    fut = self._segment_for(txid).write(record)
-                except BaseException:
-                    self.outstanding.release(1)
-                    raise
-            self._last_txid = txid
+            if self.outstanding is not None or self.limiter is not None:
+                return self._write_counted([record])[0]
+            fut = self._segment_for(record.txid).write(record)
+            self._last_txid = record.txid
             return fut
 
     def write_bulk(self, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
-        """Write several records in order; see :meth:`write`. A bad record fails the call
-        before anything of it is buffered only if it is the first; validate up front otherwise."""
+        """Write several records in order; see :meth:`write`. Every record is checked, and the
+        rate and outstanding-write limits admit the whole call, before any record is buffered:
+        all of them or none (``OverCapacityError``)."""
         recs = list(records)
         with self._lock:
             last = self._last_txid
             for r in recs:  # validate everything first: nothing half-written on bad input
                 self._check_record(r, last_txid=last)
                 last = r.txid
-            counter = self.outstanding
-            if counter is None:
-                return [self.write(r) for r in recs]
+            return self._write_counted(recs)
+
+    def _write_counted(self, recs: list[LogRecord]) -> list[Future[DLSN]]:
+        """Admit ``recs`` (checked) against the outstanding-write and rate limits, all or none,
+        then buffer them (``_lock`` held). Raises OverCapacityError with nothing taken."""
+        counter = self.outstanding
+        if counter is not None:
             counter.acquire(len(recs))  # all or none (OverCapacityError)
-            self.outstanding = None  # counted already
-            written = 0
-            try:
-                out = []
-                for r in recs:
-                    out.append(self.write(r))
-                    written += 1
-                return out
-            except BaseException:
+        written = 0
+        try:
+            if self.limiter is not None and recs:
+                self.limiter.acquire(len(recs), sum(len(r.payload) for r in recs))
+            out = []
+            for r in recs:
+                out.append(self._segment_for(r.txid).write(r))
+                self._last_txid = r.txid
+                written += 1
+            return out
+        except BaseException:
+            if counter is not None:
                 counter.release(len(recs) - written)
-                raise
-            finally:
-                self.outstanding = counter
+            raise
 
     def flush(self) -> Future[DLSN]:
         """Transmit buffered records and commit them (make them visible); the future

@@ -121,6 +121,10 @@ IMPLEMENTED = {
     "zkRetryMaxBackoffMillis",
     "zkNumRetries",
     "perWriterOutstandingWriteLimit",
+    "rpsSoftWriteLimit",
+    "rpsHardWriteLimit",
+    "bpsSoftWriteLimit",
+    "bpsHardWriteLimit",
     "globalOutstandingWriteLimit",
     "outstandingWriteLimitDarkmode",
     # this project's RADOS segment store keys
