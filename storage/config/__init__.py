@@ -337,6 +337,10 @@ class Config:
     rps_hard_write_limit = _Prop("rpsHardWriteLimit", int)
     bps_soft_write_limit = _Prop("bpsSoftWriteLimit", int)
     bps_hard_write_limit = _Prop("bpsHardWriteLimit", int)
+    # dynamic configuration
+    dynamic_config_reload_interval_sec = _Prop("dynamicConfigReloadIntervalSec", float)  # int unless a fraction
+    stream_config_dir = _Prop("streamConfigDir", str)
+    default_stream_config_file = _Prop("defaultStreamConfigFile", str)
     # segments / retention
     log_segment_rolling_minutes = _Prop("logSegmentRollingMinutes", float)  # int unless set to a fraction
     max_log_segment_bytes = _Prop("maxLogSegmentBytes", int)

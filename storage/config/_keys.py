@@ -427,7 +427,14 @@ _SPECS: tuple[KeySpec, ...] = (
         "features"),
     _s("fileFeatureProviderBaseConfigPath", "decider.conf", "Base file of the file feature provider.", "features"),
     _s("fileFeatureProviderOverlayConfigPath", None, "Overlay file of the file feature provider.", "features"),
-    _i("dynamicConfigReloadIntervalSec", 60, "Reload interval of dynamic configuration, in seconds.", "features"),
+    _i("dynamicConfigReloadIntervalSec", 60, "How often the dynamic configuration files are checked for changes, in "
+        "seconds (<= 0: read once, when a log is opened).", "features", impl=True, min=0, fractional=True),
+    # (this project's names for DistributedLog's ServiceStreamConfigProvider settings)
+    _s("streamConfigDir", None, "Directory of per-log configuration files <log name>.conf: overrides applied when a "
+        "log is opened, and re-read while it is open (dynamic keys apply to running writers).", "features",
+        impl=True, empty_means_unset=True),
+    _s("defaultStreamConfigFile", None, "A configuration file of overrides for every log, read like the files of "
+        "streamConfigDir (which win over it).", "features", impl=True, empty_means_unset=True),
     _s("streamConfigRouterClass", "org.apache.distributedlog.service.config.IdentityConfigRouter", "Routes a stream "
         "to its dynamic configuration.", "features"),
     # --- proxy --------------------------------------------------------------------------------

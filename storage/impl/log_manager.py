@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 from storage._futures import OutstandingWrites
 from storage.config import Config
+from storage.config.dynamic import DynamicConfig
 from storage.dlsn import DLSN
 from storage.entry import decode_entry
 from storage.errors import (
@@ -38,10 +39,12 @@ class LogManager:
     """Writers, readers and queries of one log. A context manager; ``close()`` closes every
     writer and reader it opened."""
 
-    def __init__(self, ns: Namespace, name: str, conf: Config) -> None:
+    def __init__(self, ns: Namespace, name: str, conf: Config, dynamic: DynamicConfig | None = None) -> None:
         self._ns = ns
         self.name = name
         self.conf = conf
+        #: The log's dynamic configuration (files re-read on change), if the namespace has any.
+        self.dynamic = dynamic
         self._meta = LogMetadata(ns.metastore, ns.paths_of(name))
         self._segstore = ns.segstore
         self._segments = SegmentListCache(self._meta)
@@ -73,13 +76,24 @@ class LogManager:
             lock = self._ns.metastore.lock(
                 self._meta.paths.lock, self._ns.client_id, float(self.conf.get("lockTimeoutSeconds"))
             )
+        conf = self.conf if self.dynamic is None else self.dynamic.current
+        unsubscribe: Callable[[], None] | None = None
+
+        def closed(w: object) -> None:
+            if unsubscribe is not None:
+                unsubscribe()
+            self._forget(w)
+
         try:
-            handler = WriteHandler(self._meta, self._segstore, self.conf, lock)
-            writer = AsyncLogWriter(handler, self.conf, on_close=self._forget, outstanding=self._outstanding())
+            handler = WriteHandler(self._meta, self._segstore, conf, lock)
+            writer = AsyncLogWriter(handler, conf, on_close=closed, outstanding=self._outstanding())
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
+        if self.dynamic is not None:  # later changes of the log's files apply to this running writer
+            unsubscribe = self.dynamic.subscribe(writer.reconfigure)
+            writer.reconfigure(self.dynamic.current)  # a change between the read above and subscribing
         self._remember(writer)
         return writer
 

@@ -109,6 +109,10 @@ class TtlPurger:
         self._running = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def set_retention_hours(self, hours: float) -> None:
+        """Change ``logSegmentRetentionHours`` (dynamic configuration): the next trigger uses it."""
+        self._hours = hours
+
     def trigger(self, now_ms: int) -> None:
         """Start a purge of segments older than ``now - retention`` unless one is running."""
         if self._hours <= 0 or not self._running.acquire(blocking=False):

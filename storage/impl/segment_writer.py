@@ -108,6 +108,10 @@ class SegmentWriter:
         ledger.set_ack_listener(self._on_acks)
 
     # --- writes -------------------------------------------------------------------------
+    def set_transmit_threshold(self, transmit_threshold: int) -> None:
+        """Change the buffer size at which an entry is transmitted (dynamic ``writerOutputBufferSize``)."""
+        self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
+
     def check_writable(self) -> None:
         """Raises the segment's error (fencing, I/O) if it has one."""
         if self.error is not None:

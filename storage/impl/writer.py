@@ -97,12 +97,34 @@ class AsyncLogWriter:
         if self._immediate:
             threading.Thread(target=self._immediate_commits, name=f"dl-commit-{handler.name}", daemon=True).start()
         self._flusher: threading.Thread | None = None
-        freq = int(conf.get("periodicFlushFrequencyMilliSeconds"))
-        if freq > 0:
-            self._flusher = threading.Thread(
-                target=self._periodic_flush, args=(freq / 2000.0,), name=f"dl-flush-{handler.name}", daemon=True
-            )
+        self._flush_interval_s = 0.0
+        self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
+
+    def _set_flush_frequency(self, freq_ms: int) -> None:
+        """Flush every ``freq_ms / 2`` ms (as the reference); 0 stops the flusher (``_lock`` held or init)."""
+        self._flush_interval_s = freq_ms / 2000.0 if freq_ms > 0 else 0.0
+        if freq_ms > 0 and (self._flusher is None or not self._flusher.is_alive()):
+            self._flusher = threading.Thread(target=self._periodic_flush, name=f"dl-flush-{self._h.name}", daemon=True)
             self._flusher.start()
+
+    def reconfigure(self, conf: Config) -> None:
+        """Apply the dynamic keys of ``conf`` to this running writer (DistributedLog's dynamic
+        configuration): the rps/bps write limits, ``writerOutputBufferSize``,
+        ``periodicFlushFrequencyMilliSeconds`` and ``logSegmentRetentionHours``. Other keys apply
+        when the log is next opened."""
+        with self._lock:
+            limits = WriteLimits.from_conf(conf.get)
+            if not limits.active:
+                self.limiter = None
+            elif self.limiter is None:
+                self.limiter = WriteLimiter(self._h.name, limits)
+            else:
+                self.limiter.reconfigure(limits)
+            self._threshold = int(conf.get("writerOutputBufferSize"))
+            if self._seg is not None:
+                self._seg.set_transmit_threshold(self._threshold)
+            self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
+            self._purger.set_retention_hours(float(conf.get("logSegmentRetentionHours")))
 
     # --- public API -----------------------------------------------------------------------
     @property
@@ -372,8 +394,11 @@ class AsyncLogWriter:
         self._h.complete_segment(seg.metadata, last_txid, seg.position, last)
         self._seg = None
 
-    def _periodic_flush(self, interval_s: float) -> None:
-        while not self._stop.wait(interval_s):
+    def _periodic_flush(self) -> None:
+        while True:
+            interval_s = self._flush_interval_s
+            if interval_s <= 0 or self._stop.wait(interval_s):
+                return  # switched off (dynamic configuration) or closed
             try:
                 with self._lock:
                     seg = self._seg

@@ -127,6 +127,9 @@ IMPLEMENTED = {
     "bpsHardWriteLimit",
     "globalOutstandingWriteLimit",
     "outstandingWriteLimitDarkmode",
+    "dynamicConfigReloadIntervalSec",
+    "streamConfigDir",
+    "defaultStreamConfigFile",
     # this project's RADOS segment store keys
     "radosClientId",
     "radosKeyring",
