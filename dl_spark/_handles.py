@@ -33,7 +33,9 @@ def _key(uri: str, conf: Mapping[str, object] | None) -> _Key:
     return uri, tuple(sorted((conf or {}).items()))
 
 
-def _entry(uri: str, conf: Mapping[str, object] | None) -> tuple[int, Namespace, dict[str, LogManager]]:
+def _entry(
+    uri: str, conf: Mapping[str, object] | None, create: bool = True
+) -> tuple[int, Namespace, dict[str, LogManager]]:
     key = _key(uri, conf)
     pid = os.getpid()
     with _lock:
@@ -41,7 +43,7 @@ def _entry(uri: str, conf: Mapping[str, object] | None) -> tuple[int, Namespace,
         if hit is not None and hit[0] == pid:
             _namespaces.move_to_end(key)
             return hit
-        ns = storage.open_namespace(uri, dict(conf) if conf else None)
+        ns = storage.open_namespace(uri, dict(conf) if conf else None, create=create)
         entry: tuple[int, Namespace, dict[str, LogManager]] = (pid, ns, {})
         _namespaces[key] = entry
         while len(_namespaces) > MAX_NAMESPACES:
@@ -52,23 +54,25 @@ def _entry(uri: str, conf: Mapping[str, object] | None) -> tuple[int, Namespace,
         return entry
 
 
-def namespace(uri: str, conf: Mapping[str, object] | None = None) -> Namespace:
-    """This process's open namespace for ``uri`` (opened on first use).
+def namespace(uri: str, conf: Mapping[str, object] | None = None, *, create: bool = True) -> Namespace:
+    """This process's open namespace for ``uri`` (opened on first use; a missing namespace is
+    created then only with ``create``: readers pass False).
 
     Raises:
         InvalidArgumentError: a malformed URI. MetadataError: the metadata store cannot be opened
             (e.g. an unbound ZooKeeper namespace). InvalidConfigError: bad ``conf``.
+        NamespaceNotFoundError: no namespace at ``uri`` and not ``create``.
     """
-    return _entry(uri, conf)[1]
+    return _entry(uri, conf, create)[1]
 
 
-def log_manager(uri: str, log: str, conf: Mapping[str, object] | None = None) -> LogManager:
-    """This process's log manager of ``log`` in the namespace at ``uri``.
+def log_manager(uri: str, log: str, conf: Mapping[str, object] | None = None, *, create: bool = True) -> LogManager:
+    """This process's log manager of ``log`` in the namespace at ``uri`` (``create`` as in :func:`namespace`).
 
     Raises:
         InvalidStreamNameError, plus what :func:`namespace` raises.
     """
-    _pid, ns, managers = _entry(uri, conf)
+    _pid, ns, managers = _entry(uri, conf, create)
     with _lock:
         dlm = managers.get(log)
         if dlm is None:

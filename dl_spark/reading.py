@@ -102,9 +102,10 @@ def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Ite
         DataLossError: the segment's ledger was deleted (purged) since planning and
             ``failOnDataLoss`` is true (otherwise a warning is logged and nothing is read).
         CorruptedEntryError, SegmentStoreError, MetadataError: from the stores.
+        NamespaceNotFoundError: the namespace is gone (a reader never creates it).
     """
     spec = part.spec
-    dlm = _handles.log_manager(part.uri, spec.log, dict(part.conf))
+    dlm = _handles.log_manager(part.uri, spec.log, dict(part.conf), create=False)
     batches = dlm.read_arrow_slice(spec.segment_slice(), batch_rows=batch_rows)
     try:
         first = next(batches, None)

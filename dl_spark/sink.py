@@ -165,10 +165,11 @@ def last_commit(uri: str, log: str) -> dict[str, object] | None:
     """The latest commit record the sink published on ``log`` (None: no commit, or no such log).
 
     Raises:
-        InvalidStreamNameError, MetadataError.
+        InvalidStreamNameError, MetadataError. NamespaceNotFoundError: no namespace at ``uri``
+            (it is not created).
     """
     try:
-        return read_commit(_handles.namespace(uri), log)
+        return read_commit(_handles.namespace(uri, create=False), log)
     except LogNotFoundError:
         return None
 

@@ -50,25 +50,28 @@ log = logging.getLogger(__name__)
 
 # --- helpers shared by both readers -------------------------------------------------------------
 def _inspector(opts: SourceOptions, name: str) -> LogInspector:
-    """A snapshot of ``name``'s segments. Raises LogNotFoundError if the log does not exist."""
-    ns = _handles.namespace(opts.uri)
-    dlm = _handles.log_manager(opts.uri, name)
+    """A snapshot of ``name``'s segments. Raises LogNotFoundError if the log does not exist,
+    NamespaceNotFoundError if the namespace does not (a reader never creates it)."""
+    ns = _handles.namespace(opts.uri, create=False)
+    dlm = _handles.log_manager(opts.uri, name, create=False)
     return LogInspector(name, ns.segstore, dlm.log_segments())
 
 
 def _current_logs(opts: SourceOptions) -> list[str]:
-    """The source's logs that exist now (``streams`` in order given, or pattern matches sorted)."""
-    ns = _handles.namespace(opts.uri)
+    """The source's logs that exist now (``streams`` in order given, or pattern matches sorted).
+    Raises NamespaceNotFoundError if the namespace does not exist."""
+    ns = _handles.namespace(opts.uri, create=False)
     if opts.streams is not None:
         return [s for s in opts.streams if ns.log_exists(s)]
     return [name for name in ns.list_logs() if opts.matches(name)]
 
 
 def _check_logs_exist(opts: SourceOptions) -> None:
-    """Raises SourceOptionError if a log named in ``streams`` does not exist."""
+    """Raises NamespaceNotFoundError if the namespace does not exist (nothing is created),
+    SourceOptionError if a log named in ``streams`` does not."""
+    ns = _handles.namespace(opts.uri, create=False)
     if opts.streams is None:
         return
-    ns = _handles.namespace(opts.uri)
     missing = [s for s in opts.streams if not ns.log_exists(s)]
     if missing:
         raise SourceOptionError(f"option streams names log(s) that do not exist in {opts.uri}: {', '.join(missing)}")
@@ -221,7 +224,8 @@ class DistributedLogDataSource(DataSource):
         return "distributedlog"
 
     def schema(self) -> StructType:
-        """The fixed row schema. Raises SourceOptionError if a log named in ``streams`` does not exist."""
+        """The fixed row schema. Raises NamespaceNotFoundError if the namespace does not exist,
+        SourceOptionError if a log named in ``streams`` does not."""
         _check_logs_exist(self.source_options)
         return SCHEMA
 

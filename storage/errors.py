@@ -48,6 +48,15 @@ class LogEmptyError(DLError):
     code = 509
 
 
+class NamespaceNotFoundError(DLError):
+    """The namespace does not exist, and the caller only reads (``open_namespace(uri, create=False)``:
+    the read-only ``dlog`` commands, ``spark.read`` / ``spark.readStream``): no embedded namespace at
+    the path, or no ZooKeeper node at the URI's path. Nothing is created. DistributedLog has no
+    namespace-level status code; a DistributedLog reader of any log in it gets LOG_NOT_FOUND (510)."""
+
+    code = 510
+
+
 class InvalidArgumentError(DLError):
     """A bad argument: a malformed DLSN, a negative count, a wrong type."""
 

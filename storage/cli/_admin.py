@@ -42,8 +42,9 @@ def list_logs(state: State) -> None:
 @click.argument("names", nargs=-1, required=True, metavar="NAME...")
 @pass_state
 def create(state: State, names: tuple[str, ...]) -> None:
-    """Create one or more logs (fails if one exists; those before it stay created)."""
-    with state.namespace() as ns:
+    """Create one or more logs (fails if one exists; those before it stay created), and the
+    namespace if it does not exist yet."""
+    with state.namespace(create=True) as ns:
         for name in names:
             ns.create_log(name)
             out(f"created {name}")

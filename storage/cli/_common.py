@@ -135,10 +135,16 @@ class State:
         return self.uri
 
     @contextlib.contextmanager
-    def namespace(self) -> Iterator[Namespace]:
-        """The namespace of ``--uri``, closed afterwards."""
+    def namespace(self, *, create: bool = False) -> Iterator[Namespace]:
+        """The namespace of ``--uri``, closed afterwards. Only commands that write pass ``create``:
+        for the others a mistyped URI is an error, and nothing is created.
+
+        Raises:
+            NamespaceNotFoundError: no namespace at ``--uri`` and not ``create``. What
+                :func:`~storage.impl.namespace.open_namespace` raises.
+        """
         uri = self.require_uri()
-        ns = open_namespace(uri, self.conf())
+        ns = open_namespace(uri, self.conf(), create=create)
         try:
             yield ns
         finally:

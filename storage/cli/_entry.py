@@ -33,8 +33,9 @@ __all__ = ["cli", "main", "run"]
 
 _EPILOG = """\b
 Namespace URIs:
-  distributedlog-local:///abs/path  (or a plain path)  embedded, created on first use
+  distributedlog-local:///abs/path  (or a plain path)  embedded, created by create / write --create
   distributedlog://host:port[,host:port]/zk/path        ZooKeeper (bind it once: dlog ... bind)
+Commands that only read never create a namespace: a URI with none fails.
 DLSNs are written lssn,entry,slot (e.g. 1,0,0).
 Exit codes: 0 ok, 1 error (one line on stderr), 2 usage error.
 """

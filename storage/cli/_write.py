@@ -28,7 +28,7 @@ def write(state: State, name: str, txid_start: int | None, create_log: bool) -> 
     Prints `wrote N records, txid A..B, last DLSN l,e,s`.
     """
     stdin = sys.stdin.buffer
-    with state.namespace() as ns:
+    with state.namespace(create=create_log) as ns:
         if create_log:
             ns.create_log(name, exist_ok=True)
         dlm = require_log(ns, name)

@@ -4,7 +4,8 @@ URIs (CONTRACT §2):
 
 * ``distributedlog-local:///abs/path`` or a plain filesystem path: the embedded default.
   Metadata in ``<path>/metadata/metadata.db`` (SQLite, WAL), segment data in
-  ``<path>/segments/``. Created on first use; safe for many processes on one machine.
+  ``<path>/segments/``. Created on first use (not by ``open_namespace(uri, create=False)``, which
+  readers use); safe for many processes on one machine.
 * ``distributedlog://host:port[,host:port]/path`` (alias ``distributedlog-zk://``): metadata in
   ZooKeeper under ``/path`` (DistributedLog's layout, ``storage.impl.layout``). Such a namespace
   is *bound* once to where its segment data lives, local files or Ceph RADOS
@@ -22,7 +23,14 @@ from urllib.parse import unquote, urlparse
 
 from storage._futures import OutstandingWrites
 from storage.config import Config
-from storage.errors import AlreadyClosedError, InvalidArgumentError, LogExistsError, MetadataError, NoNodeError
+from storage.errors import (
+    AlreadyClosedError,
+    InvalidArgumentError,
+    LogExistsError,
+    MetadataError,
+    NamespaceNotFoundError,
+    NoNodeError,
+)
 from storage.impl import binding
 from storage.impl.layout import LOG_ROOT, LogMetadata, LogPaths, join
 from storage.impl.log_manager import LogManager
@@ -54,13 +62,14 @@ def zk_location_of(uri: str) -> tuple[str, str]:
     return hosts, path
 
 
-def _open_zk_store(uri: str, conf: Config) -> MetadataStore:
+def _open_zk_store(uri: str, conf: Config, *, create: bool = True) -> MetadataStore:
     from storage.metastore.zookeeper import ZooKeeperMetadataStore  # the only module that imports kazoo
 
     hosts, path = zk_location_of(uri)
     return ZooKeeperMetadataStore(
         hosts,
         path,
+        create_root=create,
         session_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
         retry_max_tries=int(conf.get("zkNumRetries")),
         retry_start_backoff_ms=int(conf.get("zkRetryStartBackoffMillis")),
@@ -283,23 +292,36 @@ class Namespace:
         self.close()
 
 
-def open_namespace(uri: str, conf: Config | dict[str, object] | None = None) -> Namespace:
-    """Open (creating on first use, for the embedded default) the namespace at ``uri``.
+def open_namespace(uri: str, conf: Config | dict[str, object] | None = None, *, create: bool = True) -> Namespace:
+    """Open the namespace at ``uri``.
+
+    With ``create`` (the default) a missing namespace is created: the embedded default's directory,
+    or a ZooKeeper namespace's path (which must then still be bound, see :func:`bind_namespace`).
+    With ``create=False`` (readers: the read-only ``dlog`` commands, ``spark.read``) a missing
+    namespace is an error and nothing is created, on disk or in ZooKeeper.
 
     Raises:
         InvalidArgumentError: a malformed or unsupported URI. InvalidConfigError: bad conf.
-        MetadataError: the metadata store cannot be opened.
+        NamespaceNotFoundError: ``create=False`` and there is no namespace at ``uri``.
+        MetadataError: the metadata store cannot be opened (MetadataConnectionError: ZooKeeper
+            unreachable), or a ZooKeeper namespace is not bound.
     """
     cfg = _config(conf)
     path = local_path_of(uri)
     if path is None:
-        return _open_zk_namespace(uri, cfg)
+        return _open_zk_namespace(uri, cfg, create=create)
+    db = path / "metadata" / "metadata.db"
+    if not create and not db.is_file():
+        raise NamespaceNotFoundError(
+            f"namespace {uri} does not exist (no {db.relative_to(path)} in {path}): check the URI; "
+            "only writers create a namespace (dlog create, dlog write --create, the Spark sink)"
+        )
     try:
         (path / "metadata").mkdir(parents=True, exist_ok=True)
         (path / "segments").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise MetadataError(f"cannot create embedded namespace at {path}: {e}") from e
-    metastore = SqliteMetadataStore(path / "metadata" / "metadata.db")
+    metastore = SqliteMetadataStore(db)
     try:
         segstore = LocalSegmentStore(path / "segments")
     except BaseException:
@@ -308,8 +330,15 @@ def open_namespace(uri: str, conf: Config | dict[str, object] | None = None) -> 
     return Namespace(uri, metastore, segstore, cfg)
 
 
-def _open_zk_namespace(uri: str, cfg: Config) -> Namespace:
-    store = _open_zk_store(uri, cfg)
+def _open_zk_namespace(uri: str, cfg: Config, *, create: bool) -> Namespace:
+    try:
+        store = _open_zk_store(uri, cfg, create=create)
+    except NoNodeError:  # only without create: the namespace path is missing
+        hosts, path = zk_location_of(uri)
+        raise NamespaceNotFoundError(
+            f"namespace {uri} does not exist (no ZooKeeper node {path} at {hosts}): check the URI; "
+            f"a new one is created and bound by `dlog --uri {uri} bind --segments file:///shared/abs/path`"
+        ) from None
     try:
         data = store.get("/").value
         if not data:

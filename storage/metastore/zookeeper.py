@@ -282,7 +282,8 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     Args:
         hosts: ``host:port[,host:port...]`` (a ``/chroot`` suffix is allowed and prefixes ``root``).
-        root: the node that plays ``/`` for this store; created with its ancestors if missing.
+        root: the node that plays ``/`` for this store; created with its ancestors if missing
+            (unless ``create_root`` is False).
         session_timeout_s: the session timeout asked of the server (``zkSessionTimeoutSeconds``).
         connect_timeout_s: how long opening the store, and each attempt of a request, waits for a
             connection.
@@ -294,6 +295,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         InvalidArgumentError: malformed hosts, root or settings.
         MetadataConnectionError: no connection within ``connect_timeout_s``, or the root could not be made.
         MetadataError: another ZooKeeper failure while creating the root.
+        NoNodeError: ``create_root`` is False and the root does not exist.
     """
 
     def __init__(
@@ -306,6 +308,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         retry_max_tries: int = 4,
         retry_start_backoff_ms: float = 5000,
         retry_max_backoff_ms: float = 30000,
+        create_root: bool = True,
     ) -> None:
         self._closed = False
         self._stopped = False
@@ -383,7 +386,10 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._client.start(timeout=self._connect_timeout_s)
             except Exception as e:
                 raise self._translate(e, f"connect to ZooKeeper at {hosts}") from e
-            self._make_root()
+            if create_root:
+                self._make_root()
+            elif self._root != "/" and self.exists("/") is None:
+                raise NoNodeError(f"ZooKeeper node {self._root} does not exist at {hosts}")
         except BaseException:
             self.close()
             raise

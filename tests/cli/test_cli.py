@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 import storage
 from storage import DLSN, LogRecord
@@ -451,11 +452,51 @@ def test_bench_on_namespace(dlog: Dlog, ns_uri: str) -> None:
     dlog("--uri", ns_uri, "bench", "-n", "10", "--log", "kept").error(1, "exist")
 
 
+# --- a URI with no namespace --------------------------------------------------------------------
+def _read_only_commands(dlog: Dlog) -> list[list[str]]:
+    """Every command that must not create a namespace (``subscribers``/``lag`` when present)."""
+    top = dlog("--help").ok().out
+    cmds = [["list"], ["show", "a"], ["count", "a"], ["dump", "a"], ["tail", "a"], ["delete", "a"]]
+    cmds += [["seal", "a"], ["truncate", "a", "1,0,0"], ["write", "a"]]
+    return cmds + [[c, "a"] for c in ("subscribers", "lag") if f"  {c} " in top]
+
+
+def test_read_only_commands_never_create_a_namespace(
+    dlog: Dlog, tmp_path: Path, zk_server: ZooKeeperServer, zk_chroot: str
+) -> None:
+    cmds = _read_only_commands(dlog)
+    where = tmp_path / "typo" / "ns"
+    for uri in (str(where), f"distributedlog-local://{where}"):
+        for cmd in cmds:
+            r = dlog("--uri", uri, *cmd, input="x\n").error(1)
+            assert r.err == (
+                f"dlog: error: namespace {uri} does not exist (no metadata/metadata.db in {where}): check the URI; "
+                "only writers create a namespace (dlog create, dlog write --create, the Spark sink)\n"
+            ), cmd
+            assert not (tmp_path / "typo").exists(), cmd
+    zk_uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
+    for cmd in cmds:
+        dlog("--uri", zk_uri, *cmd, input="x\n").error(1, f"namespace {zk_uri} does not exist", zk_chroot)
+    client = KazooClient(hosts=zk_server.hosts, timeout=10.0)
+    client.start(timeout=30)
+    try:
+        assert client.exists(zk_chroot) is None
+    finally:
+        client.stop()
+        client.close()
+
+    # writers still create it
+    uri = f"distributedlog-local://{where}"
+    assert dlog("--uri", uri, "write", "--create", "a", input="x\n").ok().out.startswith("wrote 1 records")
+    assert dlog("--uri", uri, "list").ok().lines == ["a"]
+    assert dlog("--uri", str(tmp_path / "other"), "create", "b").ok().lines == ["created b"]
+
+
 # --- ZooKeeper binding ---------------------------------------------------------------------------
 def test_bind_zookeeper_namespace(dlog: Dlog, zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path) -> None:
     uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
     seg = f"file://{tmp_path / 'segments'}"
-    dlog("--uri", uri, "list").error(1, "not bound", "bind --segments")
+    dlog("--uri", uri, "list").error(1, "does not exist", zk_chroot, "bind --segments")  # read-only: creates nothing
     dlog("--uri", uri, "bind").error(2, "--segments")
     dlog("--uri", uri, "bind", "--segments", "relative/path").error(1, "file:///abs/path")
     assert dlog("--uri", uri, "bind", "--segments", seg).ok().out == f"bound {uri} to {seg}\n"
