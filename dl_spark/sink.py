@@ -23,6 +23,10 @@ Columns: ``value`` BINARY or STRING (UTF-8), required; ``stream`` STRING (withou
 ``txid`` integral, optional: otherwise every row of a micro-batch gets the batch's timestamp
 (``batchTimestampMs``, the same on every task and on a replay, non-decreasing across batches), and
 every row of a batch job the time its writer was created on the driver. Other columns are ignored.
+
+A target log sealed with ``mark_end_of_stream`` is refused with ``EndOfStreamError``: with the
+``stream`` option when the writer is created on the driver, before any task writes; with a
+``stream`` column at commit, before anything is published (what was staged is discarded).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from pyspark.sql.types import (
 from dl_spark import _handles
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
-from storage.errors import InvalidStreamNameError, LogNotFoundError, NoNodeError
+from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
 from storage.impl.layout import join
 from storage.impl.names import validate_log_name
 from storage.impl.namespace import Namespace
@@ -65,6 +69,7 @@ from storage.staging import (
     STAGING_ROOT,
     PublishItem,
     StagedSegment,
+    check_not_sealed,
     discard,
     publish_many,
     read_commit,
@@ -77,6 +82,7 @@ __all__ = [
     "DistributedLogStreamWriter",
     "SinkCommitMessage",
     "SinkOptions",
+    "check_target_not_sealed",
     "last_commit",
     "parse_sink_options",
 ]
@@ -172,6 +178,33 @@ def last_commit(uri: str, log: str) -> dict[str, object] | None:
         return read_commit(_handles.namespace(uri, create=False), log)
     except LogNotFoundError:
         return None
+
+
+def check_target_not_sealed(opts: SinkOptions) -> None:
+    """On the driver, when a writer is created: with the ``stream`` option, fail before any task
+    writes if the target log was sealed (``mark_end_of_stream``). With a ``stream`` column the
+    targets are known only at commit, which refuses a sealed one before publishing anything.
+
+    A streaming writer is also created for each commit and abort: if the log was sealed while a
+    batch's tasks ran, what this query staged can never be published there, so it is discarded
+    before the error is raised.
+
+    Raises:
+        EndOfStreamError: the target log is sealed. MetadataError: the namespace cannot be opened.
+    """
+    if opts.stream is None:
+        return
+    ns = _handles.namespace(opts.uri)
+    try:
+        check_not_sealed(ns, opts.stream)
+    except EndOfStreamError:
+        query_id = read_query_id(opts.checkpoint)
+        if query_id is not None:
+            try:
+                sweep(ns, opts.staging_retention_ms, matching=lambda tag: tag.get("query") == query_id)
+            except Exception:
+                log.warning("could not discard what query %s staged; a later sweep removes it", query_id)
+        raise
 
 
 # --- commit messages ----------------------------------------------------------------------------
@@ -471,6 +504,9 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
     get a pickled copy) and for every ``commit``/``abort`` call."""
 
     def __init__(self, opts: SinkOptions) -> None:
+        """Raises EndOfStreamError: the ``stream`` option names a sealed log (see
+        :func:`check_target_not_sealed`)."""
+        check_target_not_sealed(opts)
         self.opts = opts
         self.created_ms = int(time.time() * 1000)
 
@@ -483,7 +519,8 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
 
         Raises:
             QueryFencedError: an older run of the same query id. TransactionIdOutOfOrderError:
-            ``txid`` values below the log's last one. Storage errors.
+            ``txid`` values below the log's last one. EndOfStreamError: a target log is sealed
+            (nothing is published; what the batch staged is discarded). Storage errors.
         """
         msgs = _messages(messages)
         query_id = next((m.query_id for m in msgs if m.query_id), None) or read_query_id(self.opts.checkpoint)
@@ -522,6 +559,8 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
     """The ``df.write`` writer: all rows of the job, or none (per target log)."""
 
     def __init__(self, opts: SinkOptions) -> None:
+        """Raises EndOfStreamError: the ``stream`` option names a sealed log."""
+        check_target_not_sealed(opts)
         self.opts = opts
         self.created_ms = int(time.time() * 1000)
         self.job_id = str(uuid.uuid4())
@@ -534,7 +573,9 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
         """Publish every staged ledger on its log with ``{"queryId": null, "batchId": null, "jobId"}``.
 
         Raises:
-            TransactionIdOutOfOrderError: txids below the log's last one. Storage errors.
+            TransactionIdOutOfOrderError: txids below the log's last one. EndOfStreamError: a
+            target log is sealed (nothing is published; what the job staged is discarded).
+            Storage errors.
         """
         targets = self._targets(_messages(messages))
 

@@ -10,7 +10,9 @@ atomically, together with a commit record. The storage half of the exactly-once 
   versioned multi-operation appends every staged ledger as a completed segment (in the given
   order, next LSSNs, chained start sequence ids), bumps ``/ledgers`` and ``/maxtxid``, writes the
   new commit record and deletes the staging registrations. All of it, or none of it.
-  :func:`publish_many` does the same for several logs in one transaction.
+  :func:`publish_many` does the same for several logs in one transaction. A log sealed with
+  ``mark_end_of_stream`` refuses it (:class:`~storage.errors.EndOfStreamError`);
+  :func:`check_not_sealed` tells before anything is staged.
 * :func:`discard` deletes staged ledgers that will never be published; :func:`sweep` deletes
   those whose registration is older than a grace period (their writer died). A discarded ledger
   can never be published: the publishing transaction deletes its registration, and fails if it
@@ -31,7 +33,9 @@ import pyarrow as pa
 from storage.arrow_entries import check_txids, encode_entries
 from storage.config import Config
 from storage.errors import (
+    EndOfStreamError,
     InvalidArgumentError,
+    LogNotFoundError,
     MetadataError,
     NoNodeError,
     TransactionIdOutOfOrderError,
@@ -255,6 +259,27 @@ def sweep(
     return gone
 
 
+def _sealed(log: str) -> EndOfStreamError:
+    return EndOfStreamError(f"log {log!r} is sealed (end of stream): no more records can be written")
+
+
+def check_not_sealed(ns: Namespace, log: str) -> None:
+    """Fail early, before staging anything for ``log``, if it was sealed with
+    ``mark_end_of_stream`` (its max txid is ``MAX_TXID``). A log that does not exist is not sealed.
+    :func:`publish_many` checks again under the log's lock.
+
+    Raises:
+        EndOfStreamError: the log is sealed. InvalidStreamNameError, MetadataError.
+    """
+    name = validate_log_name(log)
+    try:
+        sealed = LogMetadata(ns.metastore, ns.paths_of(name)).max_txid().value == MAX_TXID
+    except LogNotFoundError:
+        return
+    if sealed:
+        raise _sealed(name)
+
+
 def read_commit(ns: Namespace, log: str) -> dict[str, object] | None:
     """The log's latest commit record, or None.
 
@@ -322,6 +347,7 @@ def publish_many(
 
     Raises:
         InvalidArgumentError: a log named twice. OwnershipAcquireFailedError: a writer owns a log.
+        EndOfStreamError: a log was sealed (``mark_end_of_stream``): nothing is published.
         TransactionIdOutOfOrderError: staged txids below the log's last txid or out of order.
         MetadataVersionError / NoNodeError: a log changed under the transaction, or a staged
         ledger was discarded meanwhile (nothing is published). Whatever ``decide`` raises.
@@ -369,6 +395,8 @@ def _publish_ops(
     """The operations that append ``staged`` to one (locked, recovered) log as completed segments."""
     name = meta.paths.name
     max_lssn, max_txid = meta.max_lssn(), meta.max_txid()
+    if max_txid.value == MAX_TXID:
+        raise _sealed(name)
     last = max_txid.value
     for s in staged:
         if s.first_txid < last:
@@ -416,6 +444,7 @@ __all__ = [
     "Published",
     "Registration",
     "StagedSegment",
+    "check_not_sealed",
     "discard",
     "list_staged",
     "publish",

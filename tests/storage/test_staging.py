@@ -10,6 +10,7 @@ from storage import DLSN
 from storage.staging import (
     PublishItem,
     StagedSegment,
+    check_not_sealed,
     discard,
     list_staged,
     publish,
@@ -128,3 +129,26 @@ def test_staging_rejects_bad_records(ns: storage.Namespace) -> None:
     with pytest.raises(storage.InvalidArgumentError):
         stage_records(ns, [(1, "not bytes")])  # type: ignore[list-item]
     assert list_staged(ns) == []
+
+
+def test_a_sealed_log_refuses_publishing(ns: storage.Namespace) -> None:
+    sealed = ns.open_log("sealed")
+    write_segment(sealed, 1, 3)
+    with sealed.open_writer() as w:
+        w.mark_end_of_stream()
+    check_not_sealed(ns, "other")  # a log that does not exist is not sealed
+    check_not_sealed(ns, "missing/nested")
+    message = "log 'sealed' is sealed (end of stream): no more records can be written"
+    with pytest.raises(storage.EndOfStreamError) as err:
+        check_not_sealed(ns, "sealed")
+    assert str(err.value) == message and err.value.code == 512 and not err.value.retriable
+    a = stage_records(ns, rows(10, 2))
+    b = stage_records(ns, rows(10, 2))
+    assert a is not None and b is not None
+    items = [PublishItem("other", [a], {"batch": 0}), PublishItem("sealed", [b], {"batch": 0})]
+    with pytest.raises(storage.EndOfStreamError) as err:
+        publish_many(ns, items, lambda log, prev: True)
+    assert str(err.value) == message
+    assert not ns.log_exists("other") or ns.open_log("other").log_segments() == []  # all logs or none
+    assert sealed.record_count() == 3 and sealed.last_txid() == 3 and read_commit(ns, "sealed") is None
+    assert {r.ledger_id for r in list_staged(ns)} == {a.ledger_id, b.ledger_id}  # the caller discards them
