@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from dl_spark._option_names import check_source_option_names
 from dl_spark.errors import SourceOptionError
 from dl_spark.offsets import offset_to_dlsn
 from storage.dlsn import DLSN
@@ -199,8 +200,10 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     Raises:
         SourceOptionError: a missing ``uri``; both or neither of ``streams`` / ``streamPattern``;
             an invalid log name or regex; malformed JSON offsets; a log in the offsets that is not
-            one of the source's logs; a bad number, boolean or duration; an invalid ``subscriberId``.
+            one of the source's logs; a bad number, boolean or duration; an invalid ``subscriberId``;
+            an unknown option (naming the closest valid one).
     """
+    check_source_option_names(options)
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = (_get(opts, "uri") or "").strip()
     if not uri:

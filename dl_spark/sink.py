@@ -58,6 +58,7 @@ from pyspark.sql.types import (
 )
 
 from dl_spark import _handles
+from dl_spark._option_names import check_sink_option_names
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
 from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
@@ -116,8 +117,10 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     Raises:
         SinkOptionError: no ``uri``; an invalid ``stream`` name; no ``value`` column or one that is
             not BINARY/STRING; neither a ``stream`` option nor a STRING ``stream`` column; a
-            ``txid`` column that is not integral; a bad ``stagingRetentionMs`` or ``compressionType``.
+            ``txid`` column that is not integral; a bad ``stagingRetentionMs`` or ``compressionType``;
+            an unknown option (naming the closest valid one).
     """
+    check_sink_option_names(options)
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = str(opts.get("uri") or "").strip()
     if not uri:

@@ -1,0 +1,88 @@
+"""The option names ``format("distributedlog")`` accepts, and the check that refuses any other one
+with the closest valid name (a misspelt option would otherwise be ignored silently).
+
+Spark lower-cases option names before the data source sees them, so names are compared
+lower-case and suggested in their canonical camelCase. Besides the source's and the sink's own
+options, the names Spark itself passes are accepted: ``path`` (``load(path)`` / ``save(path)`` /
+``start(path)``), and for a streaming sink ``checkpointLocation`` and ``queryName``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+
+from dl_spark.errors import SinkOptionError, SourceOptionError
+
+__all__ = ["SINK_OPTIONS", "SOURCE_OPTIONS", "check_sink_option_names", "check_source_option_names"]
+
+#: The options Spark passes to a data source on its own.
+SPARK_OPTIONS: tuple[str, ...] = ("path",)
+
+#: Every option of the source (``spark.read`` / ``spark.readStream``), CONTRACT §4.
+SOURCE_OPTIONS: tuple[str, ...] = (
+    "uri",
+    "streams",
+    "streamPattern",
+    "startingOffsets",
+    "startingTxId",
+    "endingOffsets",
+    "maxRecordsPerTrigger",
+    "maxBytesPerTrigger",
+    "minRecordsPerTrigger",
+    "maxTriggerDelay",
+    "maxRecordsPerPartition",
+    "minPartitions",
+    "failOnDataLoss",
+    "subscriberId",
+    *SPARK_OPTIONS,
+)
+
+#: Every option of the sink (``df.write`` / ``df.writeStream``); Spark passes ``checkpointLocation``
+#: and ``queryName`` to a streaming sink.
+SINK_OPTIONS: tuple[str, ...] = (
+    "uri",
+    "stream",
+    "checkpointLocation",
+    "stagingRetentionMs",
+    "compressionType",
+    "queryName",
+    *SPARK_OPTIONS,
+)
+
+
+def _unknown(options: Mapping[str, object], valid: Iterable[str]) -> tuple[str, str] | None:
+    """``(name, hint)`` of the first option (sorted) not in ``valid``, or None."""
+    canonical = {name.lower(): name for name in valid}
+    unknown = sorted(str(k) for k in options if str(k).lower() not in canonical)
+    if not unknown:
+        return None
+    name = unknown[0]
+    close = difflib.get_close_matches(name.lower(), list(canonical), n=1, cutoff=0.6)
+    if close:
+        return name, f"did you mean {canonical[close[0]]}?"
+    return name, "valid options: " + ", ".join(sorted(canonical.values(), key=str.lower))
+
+
+def check_source_option_names(options: Mapping[str, object]) -> None:
+    """Refuse an option the source does not know.
+
+    Raises:
+        SourceOptionError: ``unknown option <name> for format distributedlog; did you mean <valid>?``
+            (or the list of valid names when none is close).
+    """
+    bad = _unknown(options, SOURCE_OPTIONS)
+    if bad is not None:
+        raise SourceOptionError(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
+
+
+def check_sink_option_names(options: Mapping[str, object]) -> None:
+    """Refuse an option the sink does not know.
+
+    Raises:
+        SinkOptionError: ``unknown option <name> for format distributedlog; did you mean <valid>?``
+            (or the list of valid names when none is close).
+    """
+    bad = _unknown(options, SINK_OPTIONS)
+    if bad is not None:
+        raise SinkOptionError(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
