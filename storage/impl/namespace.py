@@ -71,6 +71,9 @@ def _open_zk_store(uri: str, conf: Config, *, create: bool = True) -> MetadataSt
         path,
         create_root=create,
         session_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
+        # the first connection waits one session timeout, as DistributedLog's ZooKeeper client does
+        open_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
+        open_timeout_name="zkSessionTimeoutSeconds",
         retry_max_tries=int(conf.get("zkNumRetries")),
         retry_start_backoff_ms=int(conf.get("zkRetryStartBackoffMillis")),
         retry_max_backoff_ms=int(conf.get("zkRetryMaxBackoffMillis")),

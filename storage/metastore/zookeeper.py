@@ -1,6 +1,8 @@
 """The ZooKeeper metadata store: the :class:`~storage.metastore.base.MetadataStore` tree kept in a real
 ZooKeeper ensemble through kazoo. This is the only module of ``storage`` that imports kazoo; every
 kazoo exception is translated here into :mod:`storage.errors` (the original kept as ``__cause__``).
+The first connection is made by :mod:`storage.metastore._zk_connect` (what it waits for, and when
+it gives up).
 
 Paths: every path of the interface is relative to ``root`` (``/`` is ``root`` itself), created with
 its missing ancestors when the store opens. The prefixing is done here, not by kazoo's chroot, so that
@@ -80,6 +82,7 @@ from storage.errors import (
     NoNodeError,
     OwnershipAcquireFailedError,
 )
+from storage.metastore import _zk_connect
 from storage.metastore._sqlite_tree import check_data, check_ops, check_path, check_version, parent_of
 from storage.metastore._watchthread import call_watch, join_watch_thread
 from storage.metastore.base import (
@@ -285,15 +288,19 @@ class ZooKeeperMetadataStore(MetadataStore):
         root: the node that plays ``/`` for this store; created with its ancestors if missing
             (unless ``create_root`` is False).
         session_timeout_s: the session timeout asked of the server (``zkSessionTimeoutSeconds``).
-        connect_timeout_s: how long opening the store, and each attempt of a request, waits for a
-            connection.
+        connect_timeout_s: how long each attempt of a request waits for a connection, and opening
+            the store unless ``open_timeout_s`` is given.
+        open_timeout_s: how long opening the store waits for its first connection (a WARNING
+            naming the servers after half a second; :mod:`storage.metastore._zk_connect`);
+            ``open_timeout_name`` names that setting in the error.
         retry_max_tries: attempts per request in all (``zkNumRetries`` + 1); ``-1`` = forever.
         retry_start_backoff_ms, retry_max_backoff_ms: the exponential backoff between attempts
             (``zkRetryStartBackoffMillis``, ``zkRetryMaxBackoffMillis``).
 
     Raises:
         InvalidArgumentError: malformed hosts, root or settings.
-        MetadataConnectionError: no connection within ``connect_timeout_s``, or the root could not be made.
+        MetadataConnectionError: no connection within ``open_timeout_s`` (naming the servers and
+            why they do not answer), or the root could not be made.
         MetadataError: another ZooKeeper failure while creating the root.
         NoNodeError: ``create_root`` is False and the root does not exist.
     """
@@ -309,6 +316,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         retry_start_backoff_ms: float = 5000,
         retry_max_backoff_ms: float = 30000,
         create_root: bool = True,
+        open_timeout_s: float | None = None,
+        open_timeout_name: str = "open_timeout_s",
     ) -> None:
         self._closed = False
         self._stopped = False
@@ -324,6 +333,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         for name, value, positive in (
             ("session_timeout_s", session_timeout_s, True),
             ("connect_timeout_s", connect_timeout_s, True),
+            ("open_timeout_s", connect_timeout_s if open_timeout_s is None else open_timeout_s, True),
             ("retry_start_backoff_ms", retry_start_backoff_ms, False),
             ("retry_max_backoff_ms", retry_max_backoff_ms, False),
         ):
@@ -382,8 +392,11 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise InvalidArgumentError(f"bad ZooKeeper hosts {hosts!r}: {e}") from e
         self._client.add_listener(self._on_state)
         try:
+            open_timeout = self._connect_timeout_s if open_timeout_s is None else float(open_timeout_s)
             try:
-                self._client.start(timeout=self._connect_timeout_s)
+                _zk_connect.connect(self._client, hosts, open_timeout, timeout_key=open_timeout_name)
+            except DLError:
+                raise
             except Exception as e:
                 raise self._translate(e, f"connect to ZooKeeper at {hosts}") from e
             if create_root:

@@ -112,10 +112,11 @@ def test_bad_constructor_arguments(zk_server: ZooKeeperServer) -> None:
 def test_unreachable_server_is_a_connection_error() -> None:
     others = set(threading.enumerate())
     t0 = time.monotonic()
+    hosts = f"127.0.0.1:{free_port()}"
     with pytest.raises(MetadataConnectionError) as ei:
-        ZooKeeperMetadataStore(f"127.0.0.1:{free_port()}", connect_timeout_s=0.5)
+        ZooKeeperMetadataStore(hosts, connect_timeout_s=0.5)
     assert ei.value.retriable
-    assert type(ei.value.__cause__).__module__.startswith("kazoo")
+    assert str(ei.value).startswith(f"cannot connect to ZooKeeper at {hosts} within 0.5 s (open_timeout_s): ")
     print(f"gave up after {time.monotonic() - t0:.2f}s")
     # The failed store's own watch thread is gone (threads of other tests' stores are not ours).
     assert until(
