@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlparse
 
 from storage._futures import OutstandingWrites
 from storage.config import Config
+from storage.config.dynamic import DynamicConfig, DynamicConfigWatcher, stream_config_files
 from storage.errors import (
     AlreadyClosedError,
     InvalidArgumentError,
@@ -162,6 +163,7 @@ class Namespace:
         self._closed = False
         self._lock = threading.Lock()
         self._managers: list[LogManager] = []
+        self._dynamic: DynamicConfigWatcher | None = None  # started by the first log with config files
         limit = int(conf.get("globalOutstandingWriteLimit"))
         #: The namespace's outstanding writes over all its writers (``globalOutstandingWriteLimit``), or
         #: None when there is no such limit.
@@ -245,7 +247,11 @@ class Namespace:
     def open_log(self, name: str, conf: Config | dict[str, object] | None = None) -> LogManager:
         """A :class:`LogManager` for ``name`` (the log need not exist yet: a writer creates it).
 
-        ``conf`` is a :class:`Config` or a dict of overrides on the namespace's config.
+        ``conf`` is a :class:`Config` or a dict of overrides on the namespace's config. With
+        ``defaultStreamConfigFile`` / ``streamConfigDir`` set, the log's configuration files
+        (:mod:`storage.config.dynamic`) add their overrides now and are re-read every
+        ``dynamicConfigReloadIntervalSec`` while the manager is open: changes of the dynamic keys
+        apply to its running writers, bad values are rejected (logged, the old value kept).
 
         Raises:
             InvalidStreamNameError, InvalidConfigError, AlreadyClosedError.
@@ -260,15 +266,26 @@ class Namespace:
             log_conf = self.conf.with_overrides(conf)
         else:
             raise InvalidArgumentError(f"conf must be a storage.Config or a dict, got {type(conf).__name__}")
-        dlm = LogManager(self, norm, log_conf)
+        dynamic = None
+        files = stream_config_files(log_conf, norm)
+        if files:  # streamConfigDir / defaultStreamConfigFile: per-log files, re-read while open
+            dynamic = DynamicConfig(log_conf, files, name=f"log {norm!r}")
+            log_conf = dynamic.current
+        dlm = LogManager(self, norm, log_conf, dynamic)
         with self._lock:
             self._managers.append(dlm)
+            if dynamic is not None:
+                if self._dynamic is None:
+                    self._dynamic = DynamicConfigWatcher(float(self.conf.get("dynamicConfigReloadIntervalSec")))
+                self._dynamic.add(dynamic)
         return dlm
 
     def forget(self, dlm: LogManager) -> None:
         """Called by a closing log manager: the namespace stops tracking it."""
         with self._lock:
             self._managers = [m for m in self._managers if m is not dlm]
+            if dlm.dynamic is not None and self._dynamic is not None:
+                self._dynamic.remove(dlm.dynamic)
 
     # --- lifecycle ------------------------------------------------------------------------
     def check_open(self) -> None:
@@ -285,6 +302,8 @@ class Namespace:
         for m in managers:
             m.close()
         self._closed = True
+        if self._dynamic is not None:
+            self._dynamic.close()
         self.segstore.close()
         self.metastore.close()
 
