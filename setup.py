@@ -93,6 +93,7 @@ setup(
         "crc32c>=2.3",
         "inotify_simple>=1.3",
         "click>=8",
+        "prometheus_client>=0.17",
     ],
     entry_points={"console_scripts": ["dlog=storage.cli:main"]},
     extras_require={

@@ -337,6 +337,10 @@ class Config:
     rps_hard_write_limit = _Prop("rpsHardWriteLimit", int)
     bps_soft_write_limit = _Prop("bpsSoftWriteLimit", int)
     bps_hard_write_limit = _Prop("bpsHardWriteLimit", int)
+    # stats
+    enable_stats = _Prop("enableStats", bool)
+    prometheus_stats_http_port = _Prop("prometheusStatsHttpPort", int)
+    prometheus_stats_http_address = _Prop("prometheusStatsHttpAddress", str)
     # dynamic configuration
     dynamic_config_reload_interval_sec = _Prop("dynamicConfigReloadIntervalSec", float)  # int unless a fraction
     stream_config_dir = _Prop("streamConfigDir", str)

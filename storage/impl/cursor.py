@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -32,6 +33,7 @@ from storage.impl.layout import LogMetadata
 from storage.record import CONTROL, END_OF_STREAM, LogRecordWithDLSN
 from storage.segment_metadata import LogSegmentMetadata, TruncationStatus, assign_start_sequence_ids
 from storage.segstore.base import SegmentStore
+from storage.stats import ReaderStats
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +93,12 @@ class Cursor:
         *,
         from_txid: int | None = None,
         initial_segments: Callable[[], list[LogSegmentMetadata]] | None = None,
+        stats: ReaderStats | None = None,
     ) -> None:
         """``initial_segments`` (optional) gives the segment list for the first positioning
         (:meth:`storage.impl.segment_cache.SegmentListCache.get`, called after this cursor's watches are
-        registered); later refreshes, on the cursor's own watch events, read the metadata directly."""
+        registered); later refreshes, on the cursor's own watch events, read the metadata directly.
+        ``stats``: where records returned, entry bytes decoded and waits are counted."""
         self._meta = meta
         self._store = segstore
         self._conf = conf
@@ -115,6 +119,7 @@ class Cursor:
         self._sealed_limit: tuple[int, int] | None = None  # (ledger id, last entry) of a sealed ledger
         self._meta_dirty = True
         self._initial_segments = initial_segments
+        self._stats = stats
         self.changed = threading.Event()
         self._cancels: list[Callable[[], None]] = [
             meta.store.watch(meta.paths.ledgers, self._on_meta_change),
@@ -132,6 +137,8 @@ class Cursor:
             self.changed.set()
 
     def close(self) -> None:
+        if self._stats is not None:
+            self._stats.track_behind(id(self), None)
         for c in self._cancels:
             c()
         self._cancels.clear()
@@ -159,11 +166,18 @@ class Cursor:
                     break
                 continue
             out.append(self._buffer.popleft())
+        if self._stats is not None:
+            self._stats.records += len(out)
         return out
 
     def wait(self, timeout_s: float) -> None:
         """Sleep until something may have changed (or the timeout)."""
-        self.changed.wait(timeout_s)
+        if self._stats is None:
+            self.changed.wait(timeout_s)
+        else:
+            t0 = time.perf_counter()
+            self.changed.wait(timeout_s)
+            self._stats.wait.observe(time.perf_counter() - t0)
         self.changed.clear()
 
     def _fill(self) -> bool:
@@ -220,8 +234,11 @@ class Cursor:
         deser = self._deser_sets
         buffer = self._buffer
         add = buffer.append
+        stats = self._stats
         for entry_id, data in self._iter:
             self._next_entry = entry_id + 1
+            if stats is not None:
+                stats.bytes += len(data)
             recs = decode_entry(data, lssn, entry_id, start_seq, envelope=envelope, deserialize_record_set=deser)
             nxt = self._next
             # Records of an entry after the one ``_next`` points into are all >= ``_next``: the

@@ -28,6 +28,7 @@ from storage.impl.write_handler import WriteHandler, now_ms
 from storage.impl.writer import AsyncLogWriter, LogWriter
 from storage.record import MAX_TXID, LogRecordWithDLSN
 from storage.segment_metadata import LogSegmentMetadata, SegmentSlice
+from storage.stats import reader_stats
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -135,15 +136,30 @@ class LogManager:
 
     def _cursor(self, start: DLSN | int) -> Cursor:
         self._check_open()
+        stats = reader_stats(self.name) if self.conf.get("enableStats") else None
         if isinstance(start, DLSN):
             self._meta.ensure_exists()
-            return Cursor(self._meta, self._segstore, self.conf, start, initial_segments=self._segments.get)
-        _check_txid_start(start)
-        try:
-            dlsn = positioning.dlsn_for_txid(self._segstore, self.log_segments(), start)
-        except LogEmptyError:
-            dlsn = DLSN.INITIAL
-        return Cursor(self._meta, self._segstore, self.conf, dlsn, from_txid=start, initial_segments=self._segments.get)
+            cursor = Cursor(
+                self._meta, self._segstore, self.conf, start, initial_segments=self._segments.get, stats=stats
+            )
+        else:
+            _check_txid_start(start)
+            try:
+                dlsn = positioning.dlsn_for_txid(self._segstore, self.log_segments(), start)
+            except LogEmptyError:
+                dlsn = DLSN.INITIAL
+            cursor = Cursor(
+                self._meta,
+                self._segstore,
+                self.conf,
+                dlsn,
+                from_txid=start,
+                initial_segments=self._segments.get,
+                stats=stats,
+            )
+        if stats is not None:  # dlog_reader_records_behind, computed when scraped
+            stats.track_behind(id(cursor), lambda: self.record_count(cursor.position))
+        return cursor
 
     # --- columnar reads -----------------------------------------------------------------
     def read_arrow(

@@ -21,12 +21,14 @@ import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from storage import stats
 from storage._futures import OutstandingWrites
 from storage.config import Config
 from storage.config.dynamic import DynamicConfig, DynamicConfigWatcher, stream_config_files
 from storage.errors import (
     AlreadyClosedError,
     InvalidArgumentError,
+    InvalidConfigError,
     LogExistsError,
     MetadataError,
     NamespaceNotFoundError,
@@ -164,6 +166,17 @@ class Namespace:
         self._lock = threading.Lock()
         self._managers: list[LogManager] = []
         self._dynamic: DynamicConfigWatcher | None = None  # started by the first log with config files
+        #: Port of the process's metrics endpoint (``prometheusStatsHttpPort`` >= 0), else None.
+        self.stats_port: int | None = None
+        port = int(conf.get("prometheusStatsHttpPort"))
+        if port >= 0:
+            addr = str(conf.get("prometheusStatsHttpAddress"))
+            try:
+                self.stats_port = stats.start_http_server(port, addr)
+            except OSError as e:
+                segstore.close()
+                metastore.close()
+                raise InvalidConfigError(f"prometheusStatsHttpPort: cannot serve metrics on {addr}:{port}: {e}") from e
         limit = int(conf.get("globalOutstandingWriteLimit"))
         #: The namespace's outstanding writes over all its writers (``globalOutstandingWriteLimit``), or
         #: None when there is no such limit.

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -53,12 +54,14 @@ from storage.record import (
 )
 from storage.segment_metadata import LogSegmentMetadata
 from storage.segstore.base import LedgerWriter
+from storage.stats import WriterStats
 
 log = logging.getLogger(__name__)
 
 #: A transmitted entry: (futures of its records, slot of each future, slot of the last user
-#: record or of the end-of-stream record (-1: a control entry), holds user records).
-_Packet = tuple[list[Future[DLSN]], list[int], int, bool]
+#: record or of the end-of-stream record (-1: a control entry), holds user records, size in
+#: bytes, when its first record was written, when it was transmitted (``perf_counter``)).
+_Packet = tuple[list[Future[DLSN]], list[int], int, bool, int, float, float]
 
 
 class SegmentWriter:
@@ -73,9 +76,10 @@ class SegmentWriter:
         transmit_threshold: int,
         last_txid: int,
         on_settled: Callable[[int], None] | None = None,
+        stats: WriterStats | None = None,
     ) -> None:
         """``on_settled(n)``: called when ``n`` more futures of this writer are settled (acknowledged or
-        failed), for outstanding-write accounting."""
+        failed), for outstanding-write accounting. ``stats``: where acknowledged entries are counted."""
         self.metadata = metadata
         self.ledger = ledger
         self.lssn = metadata.lssn
@@ -90,6 +94,8 @@ class SegmentWriter:
         self._dlsn_slot = -1
         self._has_user = False
         self._outstanding_bytes = 0
+        self._first_write = 0.0  # perf_counter of the current entry's first user record
+        self._stats = stats
         self.position = 0  # user records written to this segment so far
         self.last_txid = last_txid  # txid of the last user record written (writer-wide)
         self.num_user_records = 0
@@ -134,6 +140,8 @@ class SegmentWriter:
         if self._builder.num_bytes + size > MAX_LOGRECORDSET_SIZE:
             self.transmit()
         members = record_set_count(payload) if record.flags & RECORD_SET else 1
+        if not self._futs and self._stats is not None:
+            self._first_write = time.perf_counter()
         slot = self._builder.add(record, self.position + 1)
         self.position += members  # a record set occupies one position per member
         fut = self._new_future()
@@ -186,7 +194,8 @@ class SegmentWriter:
         if builder.num_records == 0:
             return
         data = builder.to_bytes(self._codec)
-        packet: _Packet = (self._futs, self._slots, self._dlsn_slot, self._has_user)
+        now = time.perf_counter() if self._stats is not None else 0.0
+        packet: _Packet = (self._futs, self._slots, self._dlsn_slot, self._has_user, len(data), self._first_write, now)
         builder.clear()
         self._futs = []
         self._slots = []
@@ -230,15 +239,19 @@ class SegmentWriter:
             else:
                 err = TransmitError(f"append to log segment {self.lssn} failed: {error}")
             self._set_error(err)
+            if self._stats is not None:
+                self._stats.error(err)
             self._group.resolve([f for p in packets for f in p[0]], exc=err)
             return
+        if self._stats is not None:
+            self._count_acked(packets)
         lssn = self.lssn
         entry_id = last_entry_id - len(packets) + 1
         futures: list[Future[DLSN]] = []
         results: list[DLSN] = []
         last_data = None  # (entry id, slot) of the last user or end-of-stream record
         user_acked = False
-        for futs, slots, dlsn_slot, has_user in packets:
+        for futs, slots, dlsn_slot, has_user, _size, _first, _sent in packets:
             if futs:
                 futures += futs
                 if len(slots) == 1:
@@ -257,6 +270,18 @@ class SegmentWriter:
         if user_acked:
             for cb in self.on_data_acked:
                 cb()
+
+    def _count_acked(self, packets: list[_Packet]) -> None:
+        stats = self._stats
+        assert stats is not None
+        now = time.perf_counter()
+        for futs, _slots, _dlsn_slot, has_user, size, first, sent in packets:
+            stats.entries += 1
+            stats.bytes += size
+            stats.transmit_latency.observe(now - sent)
+            if has_user:
+                stats.records += len(futs)
+                stats.write_latency.observe(now - first)
 
     def _set_error(self, err: DLError) -> None:
         with self._ack_lock:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 
@@ -44,6 +45,7 @@ from storage.impl.limits import WriteLimiter, WriteLimits
 from storage.impl.segment_writer import SegmentWriter
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.record import CONTROL, END_OF_STREAM, MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE, LogRecord
+from storage.stats import WriterStats, writer_stats
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,10 @@ class AsyncLogWriter:
         limits = WriteLimits.from_conf(conf.get)
         #: rps/bps soft and hard write limits (None while none is set; see :mod:`storage.impl.limits`).
         self.limiter: WriteLimiter | None = WriteLimiter(handler.name, limits) if limits.active else None
+        #: This stream's stats in this process (None with ``enableStats=false``).
+        self.stats: WriterStats | None = writer_stats(handler.name) if conf.get("enableStats") else None
+        if self.stats is not None:
+            self.stats.attach(self)
         self._purger = retention.TtlPurger(handler.meta, handler.segstore, conf)
         self._last_txid = handler.recover()
         self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
@@ -185,10 +191,16 @@ class AsyncLogWriter:
     def flush(self) -> Future[DLSN]:
         """Transmit buffered records and commit them (make them visible); the future
         resolves to the DLSN of the last user record acknowledged (``DLSN.INVALID`` if none)."""
+        t0 = time.perf_counter()
         try:
             return _done(self._flush_and_commit())
         except DLError as e:
+            if self.stats is not None:
+                self.stats.error(e)
             return _done(exc=e)
+        finally:
+            if self.stats is not None:
+                self.stats.flush_latency.observe(time.perf_counter() - t0)
 
     def truncate(self, dlsn: DLSN) -> Future[bool]:
         """Mark everything before ``dlsn`` truncated (spec §6.8). The future fails with
@@ -268,6 +280,8 @@ class AsyncLogWriter:
         self._seg = None
         if self._h.lock is not None:
             self._h.lock.release()
+        if self.stats is not None:
+            self.stats.detach(self)
         if callable(self._on_close):
             self._on_close(self)
 
@@ -314,6 +328,8 @@ class AsyncLogWriter:
             seg.check_writable()
         if seg.num_user_records > 0 and self._should_roll(seg):
             self._complete_current()
+            if self.stats is not None:
+                self.stats.rolls += 1
             return self._start_segment(txid)
         return seg
 
@@ -335,6 +351,7 @@ class AsyncLogWriter:
             transmit_threshold=self._threshold,
             last_txid=txid,
             on_settled=self.outstanding.release if self.outstanding is not None else None,
+            stats=self.stats,
         )
         if self._immediate:
             seg.on_data_acked.append(self._commit_wanted.set)

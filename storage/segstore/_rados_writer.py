@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import time
 from array import array
 from collections import deque
 from collections.abc import Callable
@@ -15,15 +16,19 @@ from storage.segstore import _ledgerfile as lf
 from storage.segstore._queued import ABORTED, Batch, QueuedLedgerWriter, copy_error
 from storage.segstore._queued import OPEN as WRITER_OPEN
 from storage.segstore._rados_io import CLOSED, OPEN, Head, append_error, errno_of, head_oid, part_oid
+from storage.stats import store_stats
 
 #: Largest offset index kept in a closed ledger's head (8 bytes an entry); beyond it readers scan.
 MAX_INDEX_BYTES = 16 << 20
 
 
+_STATS = store_stats("rados")
+
+
 class _Op:
     """One append operation in flight: its entries, their futures, and (once done) its result."""
 
-    __slots__ = ("completion", "entries", "futs", "part", "rc")
+    __slots__ = ("completion", "entries", "futs", "part", "rc", "sent")
 
     def __init__(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], part: int) -> None:
         self.entries = entries
@@ -31,6 +36,7 @@ class _Op:
         self.part = part
         self.rc: int | None = None
         self.completion: Any = None
+        self.sent = time.perf_counter()
 
 
 class RadosLedgerWriter(QueuedLedgerWriter):
@@ -121,6 +127,10 @@ class RadosLedgerWriter(QueuedLedgerWriter):
                 with self._cond:
                     if self._state == ABORTED:  # abort() reported everything
                         return
+                    if op.rc == 0:
+                        _STATS.observe("append", time.perf_counter() - op.sent, sum(len(d) for _, d in op.entries))
+                    else:
+                        _STATS.error("append")
                     if self._error is None and op.rc != 0:
                         self._error = append_error(op.rc or 0, self._ledger_id, op.part)
                     error = self._error

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 from array import array
 
 from storage.errors import (
@@ -14,8 +15,12 @@ from storage.errors import (
 )
 from storage.segstore import _ledgerfile as lf
 from storage.segstore._queued import OPEN, Batch, QueuedLedgerWriter, copy_error
+from storage.stats import store_stats
 
 log = logging.getLogger(__name__)
+
+
+_STATS = store_stats("local")
 
 
 class LocalLedgerWriter(QueuedLedgerWriter):
@@ -67,11 +72,15 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                 lac = self._lac
                 error = self._error
             if error is None:
+                t0 = time.perf_counter()
                 try:
                     self._write_batch(entries, lac)
+                    _STATS.observe("append", time.perf_counter() - t0, sum(len(d) for _, d in entries))
                 except DLError as exc:
+                    _STATS.error("append")
                     error = exc
                 except Exception as exc:  # never leave futures hanging on a bug
+                    _STATS.error("append")
                     error = SegmentStoreError(f"ledger {self._ledger_id}: append failed: {exc!r}")
                     error.__cause__ = exc
             with self._report_lock:

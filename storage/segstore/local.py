@@ -90,8 +90,13 @@ from storage.segstore._readview import ReadView
 from storage.segstore._watch import ChangeWatcher
 from storage.segstore._writer import LocalLedgerWriter
 from storage.segstore.base import NO_ENTRY, LedgerInfo, SegmentStore, check_id
+from storage.stats import store_stats
 
 __all__ = ["LocalLedgerWriter", "LocalSegmentStore"]
+
+
+#: Operation stats of local stores in this process (``dlog_segstore_*{store="local"}``).
+_STATS = store_stats("local")
 
 
 class LocalSegmentStore(SegmentStore):
@@ -267,7 +272,7 @@ class LocalSegmentStore(SegmentStore):
         view = self._visible_view(ledger_id, first, last)
         gen = view.iter_entries(first, last)
         weakref.finalize(gen, view.release)  # the fd stays open while the iterator lives
-        return gen
+        return _STATS.timed_reads("read", gen)
 
     def read_entry_buffers(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes | memoryview]]:
         """As :meth:`read_entries`, each entry a view into the chunk it was read with (one ``pread`` per
@@ -279,7 +284,7 @@ class LocalSegmentStore(SegmentStore):
         view = self._visible_view(ledger_id, first, last)
         gen = view.iter_entry_views(first, last)
         weakref.finalize(gen, view.release)
-        return gen
+        return _STATS.timed_reads("read", gen)
 
     def _visible_view(self, ledger_id: int, first: int, last: int) -> ReadView:
         """The pinned view of a ledger whose entries ``first..last`` are visible (release it when done)."""

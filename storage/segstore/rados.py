@@ -105,6 +105,7 @@ from storage.segstore._rados_io import (
 from storage.segstore._rados_view import RadosReadView, object_reader, read_head
 from storage.segstore._rados_writer import RadosLedgerWriter
 from storage.segstore.base import LedgerInfo, SegmentStore, check_id
+from storage.stats import store_stats
 
 __all__ = ["RadosLocation", "RadosSegmentStore", "import_rados"]
 
@@ -127,6 +128,10 @@ def import_rados() -> Any:
             "python3 (or a virtualenv that sees it: `make ceph` adds it to .venv)"
         ) from exc
     return rados
+
+
+#: Operation stats of RADOS stores in this process (``dlog_segstore_*{store="rados"}``).
+_STATS = store_stats("rados")
 
 
 @dataclass(frozen=True)
@@ -425,7 +430,7 @@ class RadosSegmentStore(SegmentStore):
             raise InvalidArgumentError(
                 f"entries {first}..{last} of ledger {ledger_id} are beyond the last visible entry {visible}"
             )
-        return view.iter_entries(first, last)
+        return _STATS.timed_reads("read", view.iter_entries(first, last))
 
     def wait_for_lac(self, ledger_id: int, known_lac: int, timeout_s: float) -> int:
         """Return the LAC once it exceeds ``known_lac`` (woken by notifications, re-checked every

@@ -128,6 +128,9 @@ IMPLEMENTED = {
     "globalOutstandingWriteLimit",
     "outstandingWriteLimitDarkmode",
     "dynamicConfigReloadIntervalSec",
+    "enableStats",
+    "prometheusStatsHttpPort",
+    "prometheusStatsHttpAddress",
     "streamConfigDir",
     "defaultStreamConfigFile",
     # this project's RADOS segment store keys
