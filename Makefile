@@ -77,6 +77,7 @@ bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_latency.py
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
+	$(BIN)/python bench/bench_stats.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) $(DEMO_DIR)-tour build *.egg-info .pytest_cache .mypy_cache .ruff_cache
