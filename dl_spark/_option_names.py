@@ -13,8 +13,21 @@ import difflib
 from collections.abc import Iterable, Mapping
 
 from dl_spark.errors import SinkOptionError, SourceOptionError
+from storage.config import Config
+from storage.errors import InvalidConfigError
 
-__all__ = ["SINK_OPTIONS", "SOURCE_OPTIONS", "check_sink_option_names", "check_source_option_names"]
+__all__ = [
+    "CONF_PREFIX",
+    "SINK_OPTIONS",
+    "SOURCE_OPTIONS",
+    "check_sink_option_names",
+    "check_source_option_names",
+    "conf_options",
+]
+
+#: Options ``dlog.<key>`` are DistributedLog configuration keys of the namespace the sink opens
+#: (``dlog.logSegmentRetentionHours``, ``dlog.compressionType``...), as Kafka's ``kafka.<key>``.
+CONF_PREFIX = "dlog."
 
 #: The options Spark passes to a data source on its own.
 SPARK_OPTIONS: tuple[str, ...] = ("path",)
@@ -86,3 +99,24 @@ def check_sink_option_names(options: Mapping[str, object]) -> None:
     bad = _unknown(options, SINK_OPTIONS)
     if bad is not None:
         raise SinkOptionError(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
+
+
+def conf_options(
+    options: Mapping[str, object], error: type[SinkOptionError] | type[SourceOptionError]
+) -> dict[str, object]:
+    """The ``dlog.<key>`` options as configuration overrides (canonical key names, checked values).
+
+    Raises:
+        ``error``: an unknown configuration key or a bad value (naming the option).
+    """
+    conf: dict[str, object] = {}
+    for name, value in options.items():
+        text = str(name)
+        if not text.lower().startswith(CONF_PREFIX):
+            continue
+        try:
+            key = Config.canonical_key(text[len(CONF_PREFIX) :], ignore_case=True)
+            conf[key] = Config.spec(key).coerce(value)
+        except InvalidConfigError as e:
+            raise error(f"option {text}: {e}") from None
+    return conf

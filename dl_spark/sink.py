@@ -58,7 +58,7 @@ from pyspark.sql.types import (
 )
 
 from dl_spark import _handles
-from dl_spark._option_names import check_sink_option_names
+from dl_spark._option_names import CONF_PREFIX, check_sink_option_names, conf_options
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
 from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
@@ -109,6 +109,12 @@ class SinkOptions:
     has_txid_column: bool
     #: ``CompressionCodec`` of the staged entries; None: the namespace's ``compressionType``.
     codec: int | None = None
+    #: DistributedLog configuration of the namespace (``dlog.<key>`` options), checked.
+    conf: tuple[tuple[str, Any], ...] = ()
+
+    def namespace(self) -> Namespace:
+        """This process's namespace handle for these options (see :mod:`dl_spark._handles`)."""
+        return _handles.namespace(self.uri, dict(self.conf) or None)
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
@@ -120,7 +126,8 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
             ``txid`` column that is not integral; a bad ``stagingRetentionMs`` or ``compressionType``;
             an unknown option (naming the closest valid one).
     """
-    check_sink_option_names(options)
+    conf = conf_options(options, SinkOptionError)
+    check_sink_option_names({k: v for k, v in options.items() if not str(k).lower().startswith(CONF_PREFIX)})
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = str(opts.get("uri") or "").strip()
     if not uri:
@@ -167,6 +174,7 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         has_stream_column=stream is None and stream_col is not None,
         has_txid_column=txid is not None,
         codec=None if codec is None else int(codec),
+        conf=tuple(sorted(conf.items())),
     )
 
 
@@ -197,7 +205,7 @@ def check_target_not_sealed(opts: SinkOptions) -> None:
     """
     if opts.stream is None:
         return
-    ns = _handles.namespace(opts.uri)
+    ns = opts.namespace()
     try:
         check_not_sealed(ns, opts.stream)
     except EndOfStreamError:
@@ -351,7 +359,7 @@ def stage_task(
         ``txid`` column decrease within the task. InvalidStreamNameError: a bad ``stream`` value.
         Storage errors.
     """
-    ns = _handles.namespace(opts.uri)
+    ns = opts.namespace()
     rows = 0
     if opts.stream is not None:
         target = opts.stream
@@ -453,7 +461,7 @@ class _Writer:
         return targets
 
     def _abort(self, messages: Sequence[WriterCommitMessage | None], match: Callable[[dict[str, Any]], bool]) -> None:
-        ns = _handles.namespace(self.opts.uri)
+        ns = self.opts.namespace()
         ids = [lid for m in _messages(messages) for lid in m.ledger_ids()]
         if ids:
             _discard_unpublished(ns, ids)
@@ -477,7 +485,7 @@ class _Writer:
         decide: Callable[[dict[str, object] | None, dict[str, object], str], bool],
         match: Callable[[dict[str, Any]], bool],
     ) -> None:
-        ns = _handles.namespace(self.opts.uri)
+        ns = self.opts.namespace()
         self._sweep(ns, match, keep={s.ledger_id for segs in targets.values() for s in segs})
         items = [PublishItem(name, segs, make_commit(name, segs)) for name, segs in targets.items()]
         commits = {item.log: item.commit for item in items}

@@ -22,6 +22,7 @@ atomically, together with a commit record. The storage half of the exactly-once 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -43,12 +44,15 @@ from storage.errors import (
 from storage.impl.layout import LogMetadata, join
 from storage.impl.names import validate_log_name
 from storage.impl.namespace import Namespace
+from storage.impl.retention import purge_older_than
 from storage.impl.write_handler import WriteHandler, now_ms
 from storage.metastore.base import Create, Delete, Op, SetData
 from storage.record import MAX_LOGRECORDSET_SIZE, MAX_TXID
 from storage.recordset import codec_from_name
 from storage.segment_metadata import LogSegmentMetadata, compute_start_sequence_id
 from storage.segstore.base import LedgerWriter
+
+log = logging.getLogger(__name__)
 
 STAGING_ROOT = "/.staging"
 COMMIT_NODE = "commit"
@@ -383,10 +387,27 @@ def publish_many(
         if ops:
             ns.metastore.multi(ops)
         discard(ns, skipped)
+        for name, _item in ordered:  # still under the locks: no writer of these logs runs a purge now
+            if not results[name].skipped:
+                _apply_retention(ns, name, cfg)
         return {item.log: results[name] for name, item in zip(names, items, strict=True)}
     finally:
         for lock in reversed(locks):
             lock.release()
+
+
+def _apply_retention(ns: Namespace, name: str, cfg: Config) -> None:
+    """``logSegmentRetentionHours`` for a log that publishing, not a writer, appends to (a writer
+    purges when it rolls): best effort, after the publishing transaction."""
+    hours = float(cfg.get("logSegmentRetentionHours"))
+    if hours <= 0:
+        return
+    now = now_ms()
+    try:
+        meta = LogMetadata(ns.metastore, ns.paths_of(name))
+        purge_older_than(meta, ns.segstore, cfg, now - int(hours * 3_600_000), now_ms=now)
+    except Exception as e:  # the next publish tries again
+        log.warning("retention of log %r after publishing failed: %s", name, e)
 
 
 def _publish_ops(

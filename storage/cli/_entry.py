@@ -16,7 +16,7 @@ from typing import IO, NoReturn
 import click
 
 from storage import __version__
-from storage.cli import _admin, _bench, _dlsn, _gateway, _read, _subscribers, _write
+from storage.cli import _admin, _bench, _dlsn, _gateway, _ops, _read, _subscribers, _write
 from storage.cli._common import (
     CONTEXT_SETTINGS,
     EXIT_ERROR,
@@ -80,7 +80,7 @@ def _setup_logging(verbose: int) -> None:
         logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 
-for _module in (_admin, _read, _subscribers, _write, _dlsn, _bench, _gateway):
+for _module in (_admin, _read, _subscribers, _ops, _write, _dlsn, _bench, _gateway):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

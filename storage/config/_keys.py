@@ -276,6 +276,9 @@ _SPECS: tuple[KeySpec, ...] = (
         "(<= 0 means the default).", "segments", impl=True, nonpositive_means_default=True),
     _i("logSegmentRetentionHours", 72, "On each roll, delete log segments older than this many hours (fractions "
         "allowed; 0 = keep everything).", "segments", impl=True, aliases=("retention-size",), min=0, fractional=True),
+    _b("retentionIgnoresSubscribers", False, "Purges (logSegmentRetentionHours, purge_older_than, dlog purge) "
+        "may delete segments a recorded subscriber has not read yet (this project's key; DistributedLog's purge "
+        "does not look at subscribers).", "segments", impl=True),
     _b("explicitTruncationByApp", False, "Retention deletes only segments the application truncated; no time-based "
         "deletion of the rest.", "segments", impl=True),
     _i("logSegmentRollingConcurrency", 1, "How many log segments may be rolled at the same time (<= 0 = unlimited).",

@@ -348,14 +348,26 @@ class LogManager:
 
     def purge_older_than(self, timestamp_ms: int) -> int:
         """Delete completed segments that completed before ``timestamp_ms`` (the newest
-        completed segment is always kept); returns how many were purged.
+        completed segment is always kept, and so are the segments a subscriber still needs unless
+        ``retentionIgnoresSubscribers``); returns how many were purged.
+
+        Raises:
+            InvalidArgumentError, LogNotFoundError.
+        """
+        return len(self.purge_segments(timestamp_ms))
+
+    def purge_segments(self, timestamp_ms: int, *, dry_run: bool = False) -> list[LogSegmentMetadata]:
+        """:meth:`purge_older_than`, returning the segments purged (or, with ``dry_run``, the ones
+        that would be, deleting nothing).
 
         Raises:
             InvalidArgumentError, LogNotFoundError.
         """
         self._check_open()
         self._meta.ensure_exists()
-        return len(retention.purge_older_than(self._meta, self._segstore, self.conf, timestamp_ms, now_ms=now_ms()))
+        return retention.purge_older_than(
+            self._meta, self._segstore, self.conf, timestamp_ms, now_ms=now_ms(), dry_run=dry_run
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -16,6 +16,7 @@ from storage.config import Config
 from storage.dlsn import DLSN
 from storage.errors import IllegalStateError, InvalidArgumentError
 from storage.impl.layout import LogMetadata
+from storage.impl.subscriptions import SubscriptionsStore
 from storage.segment_metadata import LogSegmentMetadata, TruncationStatus
 from storage.segstore.base import SegmentStore
 
@@ -70,30 +71,48 @@ def purge_candidates(segments: list[LogSegmentMetadata]) -> list[LogSegmentMetad
 
 
 def purge_older_than(
-    meta: LogMetadata, segstore: SegmentStore, conf: Config, timestamp_ms: int, *, now_ms: int
+    meta: LogMetadata,
+    segstore: SegmentStore,
+    conf: Config,
+    timestamp_ms: int,
+    *,
+    now_ms: int,
+    dry_run: bool = False,
 ) -> list[LogSegmentMetadata]:
-    """Delete segments completed before ``timestamp_ms`` (TTL purge); returns the purged ones.
+    """Delete segments completed before ``timestamp_ms`` (TTL purge), oldest first; returns the
+    purged ones (with ``dry_run``: the ones that would be, deleting nothing).
 
-    With ``explicitTruncationByApp`` only segments already marked TRUNCATED go.
+    The newest completed segment is always kept. With ``explicitTruncationByApp`` only segments
+    already marked TRUNCATED go. A segment a subscriber of the log still needs (its position is in
+    or before it, see :mod:`storage.impl.subscriptions`) is kept, and so is every later one, unless
+    ``retentionIgnoresSubscribers``.
 
     Raises:
         InvalidArgumentError: ``timestamp_ms`` is not an int, or not in the past.
+        MetadataError, SegmentStoreError.
     """
     if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
         raise InvalidArgumentError(f"purge timestamp must be an int (ms since epoch), got {timestamp_ms!r}")
     if timestamp_ms >= now_ms:
         raise InvalidArgumentError(f"purge timestamp {timestamp_ms} is not in the past (now is {now_ms})")
     explicit = bool(conf.get("explicitTruncationByApp"))
+    needed_from = None  # lssn of the oldest segment a subscriber still needs
+    if not conf.get("retentionIgnoresSubscribers"):
+        positions = SubscriptionsStore(meta.store, meta.paths).list().values()
+        needed_from = min((p.lssn for p in positions), default=None)
     purged = []
     for seg in purge_candidates(meta.segments()):
         truncated = seg.truncation_status == TruncationStatus.TRUNCATED
+        if needed_from is not None and seg.lssn >= needed_from:
+            break
         if (truncated or not explicit) and seg.completion_time_ms < timestamp_ms:
-            segstore.delete_ledger(seg.ledger_id)
-            meta.delete_segment(seg)
+            if not dry_run:
+                segstore.delete_ledger(seg.ledger_id)
+                meta.delete_segment(seg)
             purged.append(seg)
         else:
             break
-    if purged:
+    if purged and not dry_run:
         log.info("purged %d log segments of %r", len(purged), meta.paths.name)
     return purged
 

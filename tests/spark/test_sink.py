@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -262,3 +263,24 @@ def test_batch_writer_commit_record_and_abort(tmp_path: Path) -> None:
     w.commit([msg])
     assert _payloads(uri, "o") == [b"1", b"2"]
     assert json.loads(json.dumps(dl_spark.last_commit(uri, "o")))["jobId"] == w.job_id
+
+
+def test_dlog_conf_options_and_retention_of_published_logs(spark, tmp_path: Path) -> None:
+    """``dlog.<key>`` options configure the sink's namespace; logSegmentRetentionHours purges what
+    commits published (no writer rolls these logs), keeping the newest completed segment."""
+    uri = f"distributedlog-local://{tmp_path / 'ns'}"
+    for batch in range(3):
+        df = spark.createDataFrame([(f"b{batch}-{i}",) for i in range(4)], "value string").coalesce(1)
+        df.write.format("distributedlog").option("uri", uri).option("stream", "kept").option(
+            "dlog.logSegmentRetentionHours", str(0.5 / 3600)
+        ).mode("append").save()
+        time.sleep(0.7)
+    assert _payloads(uri, "kept") == [b"b2-%d" % i for i in range(4)]  # older batches' segments purged
+    with pytest.raises(dl_spark.SinkOptionError, match=r"option dlog\.nosuchkey: unknown configuration key"):
+        parse_sink_options(
+            {"uri": uri, "stream": "o", "dlog.nosuchkey": "1"}, StructType([StructField("value", BinaryType())])
+        )
+    with pytest.raises(dl_spark.SinkOptionError, match=r"option dlog\.compressiontype"):
+        parse_sink_options(
+            {"uri": uri, "stream": "o", "dlog.compressiontype": "zip"}, StructType([StructField("value", BinaryType())])
+        )

@@ -128,6 +128,7 @@ IMPLEMENTED = {
     "globalOutstandingWriteLimit",
     "outstandingWriteLimitDarkmode",
     "dynamicConfigReloadIntervalSec",
+    "retentionIgnoresSubscribers",
     "enableStats",
     "prometheusStatsHttpPort",
     "prometheusStatsHttpAddress",

@@ -10,6 +10,7 @@ import pytest
 import storage
 from storage import DLSN, LogRecord, TruncationStatus
 from storage.impl.layout import LogMetadata
+from tests.conftest import BASE_CONF
 from tests.storage.test_writer_reader import read_all, write_segment
 
 
@@ -111,3 +112,42 @@ def test_ttl_retention_purges_on_roll(ns: storage.Namespace) -> None:
     w._purger.join(10)
     assert [s.lssn for s in dlm.log_segments()] == [4, 5]
     w.close()
+
+
+def test_purge_keeps_what_a_subscriber_needs_and_dry_run_deletes_nothing(ns: storage.Namespace, ns_uri: str) -> None:
+    dlm = ns.open_log("subs-purge")
+    four_segments(dlm)
+    ledgers = {s.lssn: s.ledger_id for s in dlm.log_segments()}
+    dlm.subscriptions().advance("slow", DLSN(2, 5, 0))  # still reading segment 2
+    cutoff = int(time.time() * 1000) - 1
+    assert [s.lssn for s in dlm.purge_segments(cutoff, dry_run=True)] == [1]
+    assert len(dlm.log_segments()) == 4  # a dry run deletes nothing
+    assert [s.lssn for s in dlm.purge_segments(cutoff)] == [1]
+    assert [s.lssn for s in dlm.log_segments()] == [2, 3, 4]
+    with pytest.raises(storage.LedgerNotFoundError):
+        ns.segstore.info(ledgers[1])
+    ns.segstore.info(ledgers[2])  # kept for the subscriber
+    dlm.subscriptions().advance("slow", DLSN(5, 0, 0))  # caught up: nothing needed any more
+    assert [s.lssn for s in dlm.purge_segments(cutoff)] == [2, 3]  # the newest completed stays
+    dlm2 = ns.open_log("subs-ignored", {"retentionIgnoresSubscribers": True, **BASE_CONF})
+    four_segments(dlm2)
+    dlm2.subscriptions().advance("stuck", DLSN.NON_INCLUSIVE_LOWER_BOUND)
+    time.sleep(0.01)
+    assert dlm2.purge_older_than(int(time.time() * 1000) - 1) == 3  # configured to ignore subscribers
+
+
+def test_publishing_honours_retention(ns_uri: str) -> None:
+    """Logs appended to by publish (the Spark sink) are purged by logSegmentRetentionHours too."""
+    from storage.staging import PublishItem, publish_many, stage_records
+
+    conf = {**BASE_CONF, "logSegmentRetentionHours": 0.5 / 3600}  # half a second
+    with storage.open_namespace(ns_uri, conf) as ns:
+        for batch in range(3):
+            staged = stage_records(ns, [(batch * 10 + i + 1, b"r%d" % i) for i in range(10)])
+            assert staged is not None
+            publish_many(ns, [PublishItem("published", [staged], {"batch": batch})], lambda log, prev: True)
+            time.sleep(0.6)
+        dlm = ns.open_log("published")
+        # each publish purged what completed more than 0.5 s before it; the newest completed stays
+        assert [s.lssn for s in dlm.log_segments()] == [3]
+        assert [r.txid for r in read_all(dlm)] == list(range(21, 31))
