@@ -72,6 +72,7 @@ from storage.staging import (
     StagedSegment,
     check_not_sealed,
     discard,
+    mark_aborted,
     publish_many,
     read_commit,
     stage_arrow,
@@ -267,10 +268,13 @@ class _LogStager(threading.Thread):
     """Stages the records of one log from ``(payloads, txids)`` Arrow chunks fed by the task's
     thread (a ``stream`` column spreads one task's rows over several logs; each gets one ledger)."""
 
-    def __init__(self, ns: Namespace, log_name: str, tag: dict[str, Any], codec: int | None) -> None:
+    def __init__(
+        self, ns: Namespace, log_name: str, tag: dict[str, Any], codec: int | None, abort_key: str | None
+    ) -> None:
         super().__init__(name=f"dl-stage-{log_name}", daemon=True)
         self.ns = ns
         self.codec = codec
+        self.abort_key = abort_key
         self.tag = tag
         self.log_name = log_name
         self.chunks: queue.Queue[object] = queue.Queue(maxsize=4)
@@ -279,7 +283,7 @@ class _LogStager(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.staged = stage_arrow(self.ns, self._items(), tag=self.tag, codec=self.codec)
+            self.staged = stage_arrow(self.ns, self._items(), tag=self.tag, codec=self.codec, abort_key=self.abort_key)
         except BaseException as e:
             self.error = e
         finally:
@@ -347,12 +351,16 @@ def _lower_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def stage_task(
-    opts: SinkOptions, batches: Iterable[pa.RecordBatch], default_txid: int, tag: dict[str, Any] | None = None
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    default_txid: int,
+    tag: dict[str, Any] | None = None,
+    abort_key: str | None = None,
 ) -> tuple[dict[str, list[StagedSegment]], int]:
     """Stage one task's rows: ``({log: [StagedSegment]}, rows)``; every staged ledger's
     registration carries ``tag``. Rows go to the segment store in bulk, column by column
     (:func:`storage.staging.stage_arrow`). On any failure every ledger this task staged is
-    discarded before the error is raised.
+    discarded before the error is raised; a task of an aborted job (``abort_key``) stages nothing.
 
     Raises:
         SinkOptionError: a null value, stream or txid. TransactionIdOutOfOrderError: txids of the
@@ -371,7 +379,9 @@ def stage_task(
                 rows += len(item[0])
                 yield item
 
-        seg = stage_arrow(ns, items(), tag=tag, codec=opts.codec)  # discards its own ledger on failure
+        seg = stage_arrow(
+            ns, items(), tag=tag, codec=opts.codec, abort_key=abort_key
+        )  # discards its own ledger on failure
         return ({target: [seg]} if seg is not None else {}), rows
 
     stagers: dict[str, _LogStager] = {}
@@ -388,7 +398,7 @@ def stage_task(
                 stager = stagers.get(name)
                 if stager is None:
                     validate_log_name(name)
-                    stager = stagers[name] = _LogStager(ns, name, dict(tag or {}), opts.codec)
+                    stager = stagers[name] = _LogStager(ns, name, dict(tag or {}), opts.codec, abort_key)
                     stager.start()
                 mask = pc.equal(streams, name)
                 stager.feed((values.filter(mask), txids if isinstance(txids, int) else txids.filter(mask)))
@@ -440,7 +450,7 @@ class _Writer:
         # created, lets commit/abort find and discard them.
         tag: dict[str, Any] = {"partition": partition, "attempt": attempt}
         tag.update({"job": self.job_id} if self.job_id is not None else {"query": query_id, "batch": batch_id})
-        staged, rows = stage_task(self.opts, iterator, txid, tag)
+        staged, rows = stage_task(self.opts, iterator, txid, tag, self._abort_key())
         return SinkCommitMessage(
             partition_id=partition,
             attempt=attempt,
@@ -460,8 +470,19 @@ class _Writer:
                 targets.setdefault(name, []).extend(StagedSegment.from_dict(d) for d in segs)
         return targets
 
+    def _abort_key(self) -> str | None:
+        """The key under which aborting this batch job stops its straggling tasks (streaming
+        batches have none: the next batch's commit sweeps what their failed attempts staged)."""
+        return None if self.job_id is None else f"job-{self.job_id}"
+
     def _abort(self, messages: Sequence[WriterCommitMessage | None], match: Callable[[dict[str, Any]], bool]) -> None:
         ns = self.opts.namespace()
+        key = self._abort_key()
+        if key is not None:  # first: a task of this job still running registers, then sees it (or is swept)
+            try:
+                mark_aborted(ns, key)
+            except Exception:
+                log.warning("could not mark job %s aborted; the sweep removes what it leaves", key, exc_info=True)
         ids = [lid for m in _messages(messages) for lid in m.ledger_ids()]
         if ids:
             _discard_unpublished(ns, ids)

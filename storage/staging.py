@@ -38,8 +38,10 @@ from storage.errors import (
     InvalidArgumentError,
     LogNotFoundError,
     MetadataError,
+    NodeExistsError,
     NoNodeError,
     TransactionIdOutOfOrderError,
+    WriteCancelledError,
 )
 from storage.impl.layout import LogMetadata, join
 from storage.impl.names import validate_log_name
@@ -55,6 +57,8 @@ from storage.segstore.base import LedgerWriter
 log = logging.getLogger(__name__)
 
 STAGING_ROOT = "/.staging"
+#: ``<ns>/.staging-aborted/<key>``: staging under ``key`` (e.g. one Spark job) was aborted.
+ABORTED_ROOT = "/.staging-aborted"
 COMMIT_NODE = "commit"
 _ENTRY_BYTES = 256 * 1024
 _CHUNK_RECORDS = 8192
@@ -144,17 +148,20 @@ def stage_arrow(
     *,
     tag: Mapping[str, Any] | None = None,
     codec: int | None = None,
+    abort_key: str | None = None,
 ) -> StagedSegment | None:
     """:func:`stage_records` for Arrow columns, in bulk (:mod:`storage.arrow_entries`): each item is
     ``(payloads, txids)`` with payloads a non-null binary (or string) array and txids an integer
     array of the same length or one txid for all. Entries hold up to 256 KiB of records and never
     span two items. ``tag`` (JSON-able) is kept in the registration for :func:`list_staged`.
     ``codec`` (``CompressionCodec``) compresses each entry; None takes the namespace's
-    ``compressionType``, as a log writer does.
+    ``compressionType``, as a log writer does. With ``abort_key``, staging refuses to start once
+    :func:`mark_aborted` was called for that key (a task still running after its job was aborted).
 
     Raises:
         TransactionIdOutOfOrderError: a txid is negative, MAX_TXID, or below the previous one.
         LogRecordTooLongError, InvalidArgumentError: a bad record or codec. SegmentStoreError, MetadataError.
+        WriteCancelledError: ``abort_key`` was aborted (nothing is left staged).
     """
     ns.check_open()
     if codec is None:
@@ -170,7 +177,7 @@ def stage_arrow(
                 raise InvalidArgumentError(f"{len(txids)} txids for {n} payloads")
             low, high = check_txids(txids, n, last)
             if ledger is None:
-                ledger = _new_staged_ledger(ns, tag)
+                ledger = _new_staged_ledger(ns, tag, abort_key)
             for entry in encode_entries(payloads, txids, count + 1, min(_ENTRY_BYTES, MAX_LOGRECORDSET_SIZE), codec):
                 ledger.append_async(entry.data)  # group-committed; close() waits for all
                 last_slot = entry.records - 1
@@ -188,17 +195,58 @@ def stage_arrow(
     return StagedSegment(ledger.ledger_id, count, first, last, last_entry, last_slot)
 
 
-def _new_staged_ledger(ns: Namespace, tag: Mapping[str, Any] | None) -> LedgerWriter:
+def _new_staged_ledger(ns: Namespace, tag: Mapping[str, Any] | None, abort_key: str | None = None) -> LedgerWriter:
     """A new ledger, registered as staged before it exists: a crash at any point leaves either
-    nothing or a registration that :func:`sweep` / :func:`discard` clean up (never an unknown ledger)."""
+    nothing or a registration that :func:`sweep` / :func:`discard` clean up (never an unknown ledger).
+
+    With ``abort_key``: checked after registering, so that with :func:`mark_aborted` (marker first,
+    then a sweep) either the sweep sees the registration or this check sees the marker.
+
+    Raises:
+        WriteCancelledError: ``abort_key`` was aborted. SegmentStoreError, MetadataError.
+    """
     lid = ns.segstore.allocate_ledger_id()
     reg = {"created_ms": now_ms(), "owner": f"{socket.gethostname()}:{os.getpid()}", "tag": dict(tag or {})}
     ns.metastore.create(_staging_path(ns, lid), json.dumps(reg).encode(), make_parents=True)
     try:
-        return ns.segstore.create_ledger(lid)
+        if abort_key is not None and is_aborted(ns, abort_key):
+            raise WriteCancelledError(f"staging for {abort_key} was aborted")
+        ledger = ns.segstore.create_ledger(lid)
     except BaseException:
         discard(ns, [lid])
         raise
+    # again once the ledger exists: an abort's sweep between the check above and its creation
+    # deleted a ledger that did not exist yet
+    if abort_key is not None and is_aborted(ns, abort_key):
+        ledger.abort()
+        discard(ns, [lid])
+        raise WriteCancelledError(f"staging for {abort_key} was aborted")
+    return ledger
+
+
+def _aborted_path(ns: Namespace, key: str) -> str:
+    if not key or "/" in key:
+        raise InvalidArgumentError(f"invalid abort key {key!r}")
+    return join(ns.root, ABORTED_ROOT, key)
+
+
+def mark_aborted(ns: Namespace, key: str) -> None:
+    """Record that staging under ``key`` was aborted: :func:`stage_arrow` calls with that
+    ``abort_key`` refuse to start from now on. Call it before the sweep that discards what was
+    staged under ``key``. Markers older than a sweep's grace period are removed by :func:`sweep`.
+
+    Raises:
+        InvalidArgumentError: an empty key or one with ``/``. MetadataError.
+    """
+    try:
+        ns.metastore.create(_aborted_path(ns, key), str(now_ms()).encode(), make_parents=True)
+    except NodeExistsError:
+        pass
+
+
+def is_aborted(ns: Namespace, key: str) -> bool:
+    """Whether :func:`mark_aborted` was called for ``key``. Raises MetadataError."""
+    return ns.metastore.exists(_aborted_path(ns, key)) is not None
 
 
 def discard(ns: Namespace, ledger_ids: Sequence[int]) -> None:
@@ -260,7 +308,24 @@ def sweep(
         if r.created_ms < cutoff or (matching is not None and r.ledger_id not in keep and matching(r.tag))
     ]
     discard(ns, gone)
+    _drop_old_abort_markers(ns, cutoff)
     return gone
+
+
+def _drop_old_abort_markers(ns: Namespace, cutoff_ms: int) -> None:
+    root = join(ns.root, ABORTED_ROOT)
+    try:
+        keys = ns.metastore.children(root)
+    except NoNodeError:
+        return
+    for key in keys:
+        path = join(root, key)
+        try:
+            created = int(ns.metastore.get(path).value.decode() or 0)
+            if created < cutoff_ms:
+                ns.metastore.delete(path)
+        except (NoNodeError, ValueError, UnicodeDecodeError):
+            continue
 
 
 def _sealed(log: str) -> EndOfStreamError:

@@ -3,6 +3,8 @@ a commit record, in order, and never twice."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import storage
@@ -152,3 +154,28 @@ def test_a_sealed_log_refuses_publishing(ns: storage.Namespace) -> None:
     assert not ns.log_exists("other") or ns.open_log("other").log_segments() == []  # all logs or none
     assert sealed.record_count() == 3 and sealed.last_txid() == 3 and read_commit(ns, "sealed") is None
     assert {r.ledger_id for r in list_staged(ns)} == {a.ledger_id, b.ledger_id}  # the caller discards them
+
+
+def test_an_aborted_key_stops_staging_and_old_markers_go(ns: storage.Namespace) -> None:
+    """A task still running after its job was aborted stages nothing (mark first, then sweep)."""
+    import pyarrow as pa
+
+    from storage.staging import ABORTED_ROOT, is_aborted, mark_aborted, stage_arrow, sweep
+
+    ok = stage_arrow(ns, [(pa.array([b"a"]), 1)], tag={"job": "j1"}, abort_key="job-j1")
+    assert ok is not None
+    mark_aborted(ns, "job-j1")
+    mark_aborted(ns, "job-j1")  # idempotent
+    assert is_aborted(ns, "job-j1") and not is_aborted(ns, "job-j2")
+    swept = sweep(ns, older_than_ms=3_600_000, matching=lambda tag: tag.get("job") == "j1")
+    assert swept == [ok.ledger_id]
+    with pytest.raises(storage.WriteCancelledError, match="staging for job-j1 was aborted"):
+        stage_arrow(ns, [(pa.array([b"b"]), 2)], tag={"job": "j1"}, abort_key="job-j1")
+    assert ns.metastore.children("/.staging") == []
+    assert ok.ledger_id not in ns.segstore.list_ledgers()
+    assert stage_arrow(ns, [(pa.array([b"c"]), 3)], abort_key="job-j2") is not None  # other keys unaffected
+    time.sleep(0.01)
+    sweep(ns, older_than_ms=1)  # markers older than the grace period are removed
+    assert ns.metastore.children(ABORTED_ROOT) == []
+    with pytest.raises(storage.InvalidArgumentError):
+        mark_aborted(ns, "a/b")
