@@ -4,6 +4,7 @@ reads and writes ``format("distributedlog")``, batch and streaming, with no regi
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -79,35 +80,27 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def remote(connect_url: str) -> Iterator[object]:
-    from pyspark.sql import SparkSession
+CLIENT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.remote(connect_url).create()
-    assert type(session).__module__.startswith("pyspark.sql.connect")  # a Connect client, not a classic session
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
-def test_connect_batch_read_and_write(remote, tmp_path: Path) -> None:
-    uri = f"distributedlog-local://{tmp_path / 'ns'}"
-    write_segments(uri, "in", [[b"a%03d" % i for i in range(100)], [b"b%03d" % i for i in range(50)]])
-    df = remote.read.format("distributedlog").option("uri", uri).option("streams", "in").load()
-    assert df.columns == ["stream", "dlsn", "txid", "sequence_id", "value"]
+url, uri, mode = sys.argv[2], sys.argv[3], sys.argv[4]
+spark = SparkSession.builder.remote(url).create()
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)  # a Connect client
+out = {}
+if mode == "batch":
+    df = spark.read.format("distributedlog").option("uri", uri).option("streams", "in").load()
+    out["columns"] = df.columns
     rows = df.orderBy("sequence_id").collect()
-    assert [bytes(r.value) for r in rows] == [r[4] for r in log_rows(uri, ["in"])]
-    assert [r.sequence_id for r in rows] == list(range(150))
-    df.select("value").write.format("distributedlog").option("uri", uri).option("stream", "copy").mode("append").save()
-    assert [r[4] for r in log_rows(uri, ["copy"])] == [bytes(r.value) for r in rows]
-
-
-def test_connect_stream_exactly_once(remote, tmp_path: Path) -> None:
-    uri = f"distributedlog-local://{tmp_path / 'ns'}"
-    write_segments(uri, "in", [[b"s%03d" % i for i in range(300)]])
+    out["values"] = [bytes(r.value).decode() for r in rows]
+    out["sequence_ids"] = [r.sequence_id for r in rows]
+    df.select("value").write.format("distributedlog").option("uri", uri).option("stream", "copy").mode(
+        "append"
+    ).save()
+else:
     q = (
-        remote.readStream.format("distributedlog")
+        spark.readStream.format("distributedlog")
         .option("uri", uri)
         .option("streams", "in")
         .option("startingOffsets", "earliest")
@@ -117,11 +110,46 @@ def test_connect_stream_exactly_once(remote, tmp_path: Path) -> None:
         .writeStream.format("distributedlog")
         .option("uri", uri)
         .option("stream", "out")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .option("checkpointLocation", sys.argv[5])
         .trigger(availableNow=True)
         .start()
     )
     q.awaitTermination()
+spark.stop()
+print(json.dumps(out))
+"""
+
+
+def _client(url: str, uri: str, mode: str, *extra: str) -> dict[str, object]:
+    """Run a Connect client in a process of its own (a Connect session switches the whole Python
+    process into Connect mode, which the other tests' classic session must not see)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", CLIENT, str(ROOT), url, uri, mode, *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_connect_batch_read_and_write(connect_url: str, tmp_path: Path) -> None:
+    uri = f"distributedlog-local://{tmp_path / 'ns'}"
+    write_segments(uri, "in", [[b"a%03d" % i for i in range(100)], [b"b%03d" % i for i in range(50)]])
+    got = _client(connect_url, uri, "batch")
+    assert got["columns"] == ["stream", "dlsn", "txid", "sequence_id", "value"]
+    expected = [r[4] for r in log_rows(uri, ["in"])]
+    assert [v.encode() for v in got["values"]] == expected  # type: ignore[union-attr]
+    assert got["sequence_ids"] == list(range(150))
+    assert [r[4] for r in log_rows(uri, ["copy"])] == expected
+
+
+def test_connect_stream_exactly_once(connect_url: str, tmp_path: Path) -> None:
+    uri = f"distributedlog-local://{tmp_path / 'ns'}"
+    write_segments(uri, "in", [[b"s%03d" % i for i in range(300)]])
+    _client(connect_url, uri, "stream", str(tmp_path / "ckpt"))
     assert [r[4] for r in log_rows(uri, ["out"])] == [b"s%03d" % i for i in range(300)]
     last = dl_spark.last_commit(uri, "out")  # three batches of 100, published exactly once
     assert last is not None and last["batchId"] == 2 and last["rows"] == 100

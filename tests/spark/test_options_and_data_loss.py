@@ -102,8 +102,9 @@ def test_data_loss_warning_and_purge(uri: str, caplog: pytest.LogCaptureFixture)
         r = _reader(uri, failOnDataLoss="false")
         r.latestOffset(start, r.getDefaultReadLimit())
     assert any("was truncated" in m and "failOnDataLoss=false" in m for m in caplog.messages)
-    # purge the truncated segment: the position was purged
-    with storage.open_namespace(uri, CONF) as ns:
+    # purge the truncated segment: the position was purged (latestOffset recorded the reader's
+    # position as a subscriber, which protects it from purges unless told to ignore subscribers)
+    with storage.open_namespace(uri, {**CONF, "retentionIgnoresSubscribers": True}) as ns:
         dlm = ns.open_log("a")
         time.sleep(0.01)
         dlm.purge_older_than(int(time.time() * 1000) - 1)  # deletes every completed segment but the newest

@@ -259,6 +259,10 @@ def test_batch_writer_commit_record_and_abort(tmp_path: Path) -> None:
     assert _staged(uri) != []
     w.abort([msg, None])
     assert _staged(uri) == [] and _payloads(uri, "o") == []
+    with pytest.raises(storage.WriteCancelledError, match="was aborted"):  # a straggler of the aborted job
+        w.write(iter([pa.RecordBatch.from_pydict({"value": [b"3"]})]))
+    assert _staged(uri) == []
+    w = DistributedLogBatchWriter(parse_sink_options({"uri": uri, "stream": "o"}, schema))  # the next job
     msg = w.write(iter([pa.RecordBatch.from_pydict({"value": [b"1", b"2"]})]))
     w.commit([msg])
     assert _payloads(uri, "o") == [b"1", b"2"]
