@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 # _common first: it puts the checkout on sys.path for `storage`
 import _common
@@ -384,6 +384,29 @@ class ReadResult:
     varying_ratio: float = 0.0
 
 
+_R = TypeVar("_R")
+
+
+def timed(fn: Callable[..., _R], *args: Any) -> tuple[float, _R]:
+    """Seconds ``fn(*args)`` takes (after an untimed ``gc.collect()``), and its result."""
+    gc.collect()
+    t0 = time.perf_counter()
+    result = fn(*args)
+    return time.perf_counter() - t0, result
+
+
+def timed_count(n: int, what: str, fn: Callable[..., int], *args: Any) -> float:
+    """:func:`timed` for a read that must return ``n`` records.
+
+    Raises:
+        RuntimeError: it returned another count.
+    """
+    seconds, got = timed(fn, *args)
+    if got != n:
+        raise RuntimeError(f"{what} returned {got} records, expected {n}")
+    return seconds
+
+
 def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> ReadResult:
     n = len(records)
     bns = BenchNamespace(ws.fresh("read"))
@@ -399,26 +422,10 @@ def bench_read(ws: Workspace, records: list[storage.LogRecord], reps: int) -> Re
         rates: dict[str, list[float]] = {"plain": [], "segstore": [], "reader": [], "arrow": []}
         ratios: dict[str, list[float]] = {"segstore": [], "reader": [], "arrow": []}
         for _ in range(reps):
-            gc.collect()
-            t0 = time.perf_counter()
-            plain_read(files)
-            t_plain = time.perf_counter() - t0
-            gc.collect()
-            t0 = time.perf_counter()
-            segstore_read(bns.ns.segstore, ledgers)
-            t_seg = time.perf_counter() - t0
-            gc.collect()
-            t0 = time.perf_counter()
-            got = reader_read(dlm, BULK)
-            t_reader = time.perf_counter() - t0
-            if got != n:
-                raise RuntimeError(f"reader returned {got} records, expected {n}")
-            gc.collect()
-            t0 = time.perf_counter()
-            got = arrow_read(dlm)
-            t_arrow = time.perf_counter() - t0
-            if got != n:
-                raise RuntimeError(f"read_arrow returned {got} rows, expected {n}")
+            t_plain, _ = timed(plain_read, files)
+            t_seg, _ = timed(segstore_read, bns.ns.segstore, ledgers)
+            t_reader = timed_count(n, "reader", reader_read, dlm, BULK)
+            t_arrow = timed_count(n, "read_arrow", arrow_read, dlm)
             rates["arrow"].append(n / t_arrow)
             ratios["arrow"].append(t_plain / t_arrow)
             rates["plain"].append(n / t_plain)
@@ -464,16 +471,8 @@ def bench_read_varying(ws: Workspace, n: int, reps: int) -> tuple[float, float]:
         plain_read(files)
         rates, ratios = [], []
         for _ in range(reps):
-            gc.collect()
-            t0 = time.perf_counter()
-            plain_read(files)
-            t_plain = time.perf_counter() - t0
-            gc.collect()
-            t0 = time.perf_counter()
-            got = arrow_read(dlm)
-            t_arrow = time.perf_counter() - t0
-            if got != n:
-                raise RuntimeError(f"read_arrow returned {got} rows, expected {n}")
+            t_plain, _ = timed(plain_read, files)
+            t_arrow = timed_count(n, "read_arrow", arrow_read, dlm)
             rates.append(n / t_arrow)
             ratios.append(t_plain / t_arrow)
         return median(rates), median(ratios)

@@ -77,6 +77,14 @@ def _unknown(options: Mapping[str, object], valid: Iterable[str]) -> tuple[str, 
     return name, "valid options: " + ", ".join(sorted(canonical.values(), key=str.lower))
 
 
+def _check(
+    options: Mapping[str, object], valid: Iterable[str], error: type[SinkOptionError | SourceOptionError]
+) -> None:
+    bad = _unknown(options, valid)
+    if bad is not None:
+        raise error(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
+
+
 def check_source_option_names(options: Mapping[str, object]) -> None:
     """Refuse an option the source does not know.
 
@@ -84,9 +92,7 @@ def check_source_option_names(options: Mapping[str, object]) -> None:
         SourceOptionError: ``unknown option <name> for format distributedlog; did you mean <valid>?``
             (or the list of valid names when none is close).
     """
-    bad = _unknown(options, SOURCE_OPTIONS)
-    if bad is not None:
-        raise SourceOptionError(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
+    _check(options, SOURCE_OPTIONS, SourceOptionError)
 
 
 def check_sink_option_names(options: Mapping[str, object]) -> None:
@@ -96,9 +102,7 @@ def check_sink_option_names(options: Mapping[str, object]) -> None:
         SinkOptionError: ``unknown option <name> for format distributedlog; did you mean <valid>?``
             (or the list of valid names when none is close).
     """
-    bad = _unknown(options, SINK_OPTIONS)
-    if bad is not None:
-        raise SinkOptionError(f"unknown option {bad[0]} for format distributedlog; {bad[1]}")
+    _check(options, SINK_OPTIONS, SinkOptionError)
 
 
 def conf_options(

@@ -46,7 +46,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -227,28 +227,31 @@ _readers: dict[str, ReaderStats] = {}
 _stores: dict[str, StoreStats] = {}
 
 
-def writer_stats(stream: str) -> WriterStats:
+_T = TypeVar("_T")
+
+
+def _one(table: dict[str, _T], key: str, make: Callable[[str], _T]) -> _T:
+    """``table[key]``, made by ``make(key)`` the first time (one per key for the whole process)."""
     with _lock:
-        s = _writers.get(stream)
+        s = table.get(key)
         if s is None:
-            s = _writers[stream] = WriterStats(stream)
+            s = table[key] = make(key)
         return s
+
+
+def writer_stats(stream: str) -> WriterStats:
+    """The writer totals of ``stream`` in this process."""
+    return _one(_writers, stream, WriterStats)
 
 
 def reader_stats(stream: str) -> ReaderStats:
-    with _lock:
-        s = _readers.get(stream)
-        if s is None:
-            s = _readers[stream] = ReaderStats(stream)
-        return s
+    """The reader totals of ``stream`` in this process."""
+    return _one(_readers, stream, ReaderStats)
 
 
 def store_stats(store: str) -> StoreStats:
-    with _lock:
-        s = _stores.get(store)
-        if s is None:
-            s = _stores[store] = StoreStats(store)
-        return s
+    """The operation totals of one segment store kind (``local``, ``rados``) in this process."""
+    return _one(_stores, store, StoreStats)
 
 
 class Collector:
