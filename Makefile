@@ -62,8 +62,8 @@ test: venv lint zookeeper ceph
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark jvm_shim pyspark_distributedlog.py setup.py tests examples bench tools
-	$(BIN)/ruff format --check storage dl_spark jvm_shim pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/ceph_cluster.py
 

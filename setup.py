@@ -75,11 +75,14 @@ setup(
     # the checkout (a "simple layout") instead of an import hook: Spark finds data sources by
     # listing sys.path with pkgutil.iter_modules, which does not see modules behind an import hook.
     package_dir={"": "."},
-    packages=find_packages(include=["storage", "storage.*", "dl_spark", "dl_spark.*", "jvm_shim", "jvm_shim.*"]),
+    packages=find_packages(
+        include=["storage", "storage.*", "dl_spark", "dl_spark.*", "jvm_shim", "jvm_shim.*", "dlog", "dlog.*"]
+    ),
     py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
     package_data={
         "storage": ["py.typed"],
         "dl_spark": ["py.typed"],
+        "dlog": ["py.typed"],
         # the Java sources ship too, so jvm_shim.jar_path() can (re)build the jar where it is installed
         "jvm_shim": ["py.typed", "java/**/*.java", "java/src/main/resources/**/*", "lib/*.jar"],
     },
@@ -95,7 +98,7 @@ setup(
         "click>=8",
         "prometheus_client>=0.17",
     ],
-    entry_points={"console_scripts": ["dlog=storage.cli:main"]},
+    entry_points={"console_scripts": ["dlog=dlog:main"]},
     extras_require={
         # a Spark Connect client (SparkSession.builder.remote(...)) in this environment
         "connect": ["pyspark[connect]==4.3.*", "pandas>=2.2,<3"],

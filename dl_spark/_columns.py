@@ -1,6 +1,6 @@
 """The source's Arrow rows: storage's record batches with the ``stream`` column in front.
 
-The records themselves are decoded into Arrow by storage (:mod:`storage.arrow_records`, through
+The records themselves are decoded into Arrow by storage (:mod:`storage.formats.arrow_records`, through
 :meth:`storage.LogManager.read_arrow_slice`); the source only adds the log's name as a constant
 column, without one Python object per row (buffers sliced from a per-value cache).
 """
@@ -33,6 +33,6 @@ def constant_string_column(value: str, n: int) -> pa.Array:
 
 
 def with_stream(batch: pa.RecordBatch, stream: str, schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` (of :data:`storage.arrow_records.RECORD_SCHEMA`) with the constant ``stream`` column in
+    """``batch`` (of :data:`storage.formats.arrow_records.RECORD_SCHEMA`) with the constant ``stream`` column in
     front, as a batch of ``schema`` (the source's Arrow schema); no data is copied."""
     return pa.RecordBatch.from_arrays([constant_string_column(stream, batch.num_rows), *batch.columns], schema=schema)

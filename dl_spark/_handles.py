@@ -16,8 +16,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 import storage
-from storage.impl.log_manager import LogManager
-from storage.impl.namespace import Namespace
+from storage.log.log_manager import LogManager
+from storage.log.namespace import Namespace
 
 __all__ = ["MAX_NAMESPACES", "close_all", "log_manager", "namespace"]
 

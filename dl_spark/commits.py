@@ -113,7 +113,7 @@ def decide_stream(
 ) -> bool:
     """Whether the streaming batch described by ``commit`` (``queryId``, ``runId``, ``batchId``) is
     published on top of the log's ``previous`` commit record. Completes ``commit["runs"]`` (the
-    run history carried over from ``previous``). Called by :func:`storage.staging.publish` under
+    run history carried over from ``previous``). Called by :func:`storage.log.staging.publish` under
     the log's lock, before the record is written.
 
     * no previous record, or one of another query id: publish (a new history);

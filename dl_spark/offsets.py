@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dl_spark.errors import SourceOptionError
-from storage.dlsn import DLSN
 from storage.errors import InvalidArgumentError
+from storage.formats.dlsn import DLSN
 
 __all__ = ["decode_offsets", "dlsn_to_offset", "encode_offsets", "offset_to_dlsn"]
 

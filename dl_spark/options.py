@@ -18,10 +18,10 @@ from typing import Literal
 from dl_spark._option_names import check_source_option_names
 from dl_spark.errors import SourceOptionError
 from dl_spark.offsets import offset_to_dlsn
-from storage.dlsn import DLSN
 from storage.errors import InvalidArgumentError, InvalidStreamNameError
-from storage.impl.names import validate_log_name
-from storage.impl.subscriptions import validate_subscriber_id
+from storage.formats.dlsn import DLSN
+from storage.log.names import validate_log_name
+from storage.log.subscriptions import validate_subscriber_id
 
 __all__ = [
     "DEFAULT_MAX_TRIGGER_DELAY_MS",

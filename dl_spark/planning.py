@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dl_spark.errors import DataLossError
-from storage.dlsn import DLSN
-from storage.entry import decode_entry_columns
-from storage.record import CONTROL, END_OF_STREAM
-from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
+from storage.formats.dlsn import DLSN
+from storage.formats.entry import decode_entry_columns
+from storage.formats.record import CONTROL, END_OF_STREAM
+from storage.formats.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
 from storage.segstore.base import LedgerInfo, SegmentStore
 
 __all__ = [

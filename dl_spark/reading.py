@@ -6,7 +6,7 @@ The row schema is fixed (CONTRACT §4)::
     txid BIGINT NOT NULL, sequence_id BIGINT NOT NULL, value BINARY
 
 The log decodes the partition's entries into Arrow itself (:meth:`storage.LogManager.read_arrow_slice`,
-:mod:`storage.arrow_records`: batches of about :data:`BATCH_ROWS` rows, whole entries, no Python
+:mod:`storage.formats.arrow_records`: batches of about :data:`BATCH_ROWS` rows, whole entries, no Python
 object per record); the source adds the ``stream`` column (:func:`dl_spark._columns.with_stream`).
 """
 
@@ -25,8 +25,8 @@ from dl_spark import _handles
 from dl_spark._columns import with_stream
 from dl_spark.errors import DataLossError
 from dl_spark.planning import PartitionSpec
-from storage.arrow_records import BATCH_ROWS
 from storage.errors import LedgerNotFoundError
+from storage.formats.arrow_records import BATCH_ROWS
 
 __all__ = ["ARROW_SCHEMA", "BATCH_ROWS", "SCHEMA", "SCHEMA_DDL", "LogSlicePartition", "read_partition"]
 
@@ -73,7 +73,7 @@ def _arrow_schema() -> pa.Schema:
 
 
 #: The Arrow schema of the batches ``read`` yields: ``stream``, then storage's
-#: :data:`~storage.arrow_records.RECORD_SCHEMA` columns.
+#: :data:`~storage.formats.arrow_records.RECORD_SCHEMA` columns.
 ARROW_SCHEMA = _arrow_schema()
 
 

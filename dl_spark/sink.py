@@ -2,14 +2,14 @@
 
 Stage, then publish (CONTRACT §4 "Sink"):
 
-* Each task (``write`` on an executor) stages its rows with :func:`storage.staging.stage_arrow`
+* Each task (``write`` on an executor) stages its rows with :func:`storage.log.staging.stage_arrow`
   into new sealed ledgers that no reader can see, one per target log, and returns a
   :class:`SinkCommitMessage` naming them (plus partition id, attempt, query id, run id, batch id).
   A task that fails discards what it staged before re-raising.
 * The driver's ``commit(messages, batchId)`` (a fresh writer in a fresh Python worker: no state is
   kept in memory between calls) publishes, per target log, the staged ledgers in partition order
   together with the commit record (:mod:`dl_spark.commits`) in ONE versioned metadata transaction
-  (:func:`storage.staging.publish_many`); a batch that targets several logs (``stream`` column)
+  (:func:`storage.log.staging.publish_many`); a batch that targets several logs (``stream`` column)
   publishes on all of them in that one transaction. A replayed batch id is skipped, an older run
   of the same query id is fenced.
 * ``abort`` discards the staged ledgers that were not published; every commit also sweeps staged
@@ -62,11 +62,11 @@ from dl_spark._option_names import CONF_PREFIX, check_sink_option_names, conf_op
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
 from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
-from storage.impl.layout import join
-from storage.impl.names import validate_log_name
-from storage.impl.namespace import Namespace
-from storage.recordset import CompressionCodec, codec_from_name
-from storage.staging import (
+from storage.formats.recordset import CompressionCodec, codec_from_name
+from storage.log.layout import join
+from storage.log.names import validate_log_name
+from storage.log.namespace import Namespace
+from storage.log.staging import (
     STAGING_ROOT,
     PublishItem,
     StagedSegment,
@@ -359,7 +359,7 @@ def stage_task(
 ) -> tuple[dict[str, list[StagedSegment]], int]:
     """Stage one task's rows: ``({log: [StagedSegment]}, rows)``; every staged ledger's
     registration carries ``tag``. Rows go to the segment store in bulk, column by column
-    (:func:`storage.staging.stage_arrow`). On any failure every ledger this task staged is
+    (:func:`storage.log.staging.stage_arrow`). On any failure every ledger this task staged is
     discarded before the error is raised; a task of an aborted job (``abort_key``) stages nothing.
 
     Raises:

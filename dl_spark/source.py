@@ -39,9 +39,9 @@ from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
 from dl_spark.subscribers import PositionRecorder
-from storage.dlsn import DLSN
 from storage.errors import LogEmptyError, LogNotFoundError
-from storage.impl import positioning
+from storage.formats.dlsn import DLSN
+from storage.log import positioning
 
 __all__ = ["DistributedLogDataSource", "DistributedLogReader", "DistributedLogStreamReader"]
 

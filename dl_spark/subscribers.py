@@ -20,8 +20,8 @@ import logging
 from collections.abc import Mapping
 
 from dl_spark import _handles
-from storage.dlsn import DLSN
 from storage.errors import DLError
+from storage.formats.dlsn import DLSN
 
 __all__ = ["PositionRecorder"]
 

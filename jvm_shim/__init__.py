@@ -3,7 +3,8 @@ written against Apache DistributedLog's Java API (see :mod:`jvm_shim.protocol`).
 
 * :func:`jar_path`: the shim's jar (built on first use when a JDK is present), for a JVM's classpath;
 * :func:`py4j_jar`: the py4j jar that goes next to it;
-* :mod:`jvm_shim.gateway`: the gateway (``python -m jvm_shim`` or ``dlog gateway``);
+* :mod:`jvm_shim.gateway`: the gateway (the calls Java makes), served by :mod:`jvm_shim.server` in the process of
+  :mod:`jvm_shim.process` (``python -m jvm_shim`` or ``dlog gateway``);
 * :mod:`jvm_shim.build`: the ``javac`` build (``python -m jvm_shim.build``, ``make jvm``).
 
 Importing this package is cheap: ``storage`` and ``py4j`` are imported only by what needs them.

@@ -103,7 +103,7 @@ def _dlsn_text(d: DLSN) -> str | None:
 def _same_namespace(a: str, b: str) -> bool:
     if a == b:
         return True
-    from storage.impl.namespace import local_path_of
+    from storage.log.namespace import local_path_of
 
     try:
         pa, pb = local_path_of(a), local_path_of(b)

@@ -4,13 +4,14 @@
   (namespaces, log managers, async writers, readers) held in tables keyed by integer handles. It is
   the py4j entry point (it declares the Java interface ``org.apache.distributedlog.shim.PythonGateway``)
   and can be driven in-process by calling :meth:`Gateway.call` directly.
-* :func:`serve` (in :mod:`jvm_shim.server`, re-exported here, as are :func:`run` and :func:`main`;
-  the handle tables are in :mod:`jvm_shim._handles`) starts py4j's Python server (``ClientServer`` with the gateway as
-  ``python_server_entry_point``) on loopback with an auth token; the Python side never calls Java, so
-  no JVM needs to be running.
-* :func:`run` is the process (``python -m jvm_shim``, ``dlog gateway``): it prints one line
+* :func:`jvm_shim.server.serve` starts py4j's Python server (``ClientServer`` with the gateway as
+  ``python_server_entry_point``) on loopback with an auth token; the Python side never calls Java, so no JVM needs to
+  be running. The handle tables are in :mod:`jvm_shim._handles`.
+* :func:`jvm_shim.process.run` is the process (``python -m jvm_shim``, ``dlog gateway``): it prints one line
   ``GATEWAY port=<port> token=<token|env>`` to stdout and serves until ``gateway.shutdown``,
   SIGTERM/SIGINT or, with ``parent_watch``, EOF on stdin; then it closes every handle and stops.
+
+Imports go one way: protocol and handles, then this module, then the server, then the process.
 
 Namespaces: a gateway started with a URI opens that namespace once; ``namespace.open`` with the same
 URI (or the same embedded directory) returns a new handle onto it (its ``conf`` then applies to the logs
@@ -388,29 +389,4 @@ class Gateway(HandleTable):
         return protocol.ok()
 
 
-# The server and the process (py4j is imported only when a server starts); re-exported here, where they
-# have always been importable from.
-from jvm_shim.server import (  # noqa: E402
-    DEFAULT_ADDRESS,
-    SHUTDOWN_GRACE_S,
-    TOKEN_ENV,
-    GatewayServer,
-    is_loopback,
-    main,
-    run,
-    serve,
-    setup_logging,
-)
-
-__all__ = [
-    "DEFAULT_ADDRESS",
-    "SHUTDOWN_GRACE_S",
-    "TOKEN_ENV",
-    "Gateway",
-    "GatewayServer",
-    "is_loopback",
-    "main",
-    "run",
-    "serve",
-    "setup_logging",
-]
+__all__ = ["Gateway"]

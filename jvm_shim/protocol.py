@@ -109,9 +109,9 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from storage.dlsn import DLSN
 from storage.errors import DLError, InvalidArgumentError
-from storage.record import LogRecord, LogRecordWithDLSN
+from storage.formats.dlsn import DLSN
+from storage.formats.record import LogRecord, LogRecordWithDLSN
 
 #: The Java interface the gateway's entry point implements.
 JAVA_INTERFACE = "org.apache.distributedlog.shim.PythonGateway"

@@ -9,16 +9,16 @@ from importlib import metadata as _metadata
 
 from storage import errors
 from storage.config import Config
-from storage.dlsn import DLSN
 from storage.errors import *  # noqa: F403  (every error is re-exported, as the contract says)
 from storage.errors import __all__ as _error_names
-from storage.impl.log_manager import LogManager
-from storage.impl.namespace import Namespace, bind_namespace, open_namespace
-from storage.impl.reader import AsyncLogReader, LogReader
-from storage.impl.subscriptions import SubscriberLag, SubscriptionsStore
-from storage.impl.writer import AsyncLogWriter, LogWriter
-from storage.record import LogRecord, LogRecordWithDLSN
-from storage.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
+from storage.formats.dlsn import DLSN
+from storage.formats.record import LogRecord, LogRecordWithDLSN
+from storage.formats.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
+from storage.log.log_manager import LogManager
+from storage.log.namespace import Namespace, bind_namespace, open_namespace
+from storage.log.reader import AsyncLogReader, LogReader
+from storage.log.subscriptions import SubscriberLag, SubscriptionsStore
+from storage.log.writer import AsyncLogWriter, LogWriter
 
 DistributedLogManager = LogManager
 

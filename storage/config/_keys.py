@@ -425,9 +425,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _b("enableTaskExecutionStats", False, "Record executor task statistics.", "stats"),
     _i("taskExecutionWarnTimeMicros", 100000, "Log executor tasks slower than this, in microseconds.", "stats"),
     _b("enablePerStreamStat", False, "Record per-stream statistics.", "stats"),
-    # (this project's keys: metrics exported with prometheus_client, see storage.stats)
+    # (this project's keys: metrics exported with prometheus_client, see storage.common.stats)
     _b("enableStats", True, "Count writes, reads and segment store operations per stream for the Prometheus "
-        "metrics (storage.stats); false skips the per-stream recording.", "stats", impl=True),
+        "metrics (storage.common.stats); false skips the per-stream recording.", "stats", impl=True),
     _i("prometheusStatsHttpPort", -1, "Serve the process's metrics on http://<prometheusStatsHttpAddress>:<port>"
         "/metrics once a namespace opens (BookKeeper's key; -1 = no endpoint, 0 = any free port).", "stats",
         impl=True, min=-1, max=65535),

@@ -8,7 +8,7 @@ list of operations atomically: all of them, or none (the first failure is raised
 
 The same interface is implemented by the embedded store (SQLite, WAL mode, several processes
 on one machine) and by the ZooKeeper store (kazoo), so everything above it — the log layout
-of ``storage.impl.layout``, writers, readers — is written once.
+of ``storage.log.layout``, writers, readers — is written once.
 
 Ownership: :meth:`MetadataStore.lock` returns an :class:`OwnershipLock`, exclusive across
 processes and across store instances, freed when the holder releases it or its process dies

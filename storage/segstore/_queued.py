@@ -14,7 +14,7 @@ from abc import abstractmethod
 from concurrent.futures import Future
 from typing import cast
 
-from storage._futures import FutureGroup
+from storage.common.futures import FutureGroup
 from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, WriteCancelledError
 from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 

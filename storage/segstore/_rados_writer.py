@@ -11,12 +11,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from storage.common.stats import store_stats
 from storage.errors import DLError
 from storage.segstore import _ledgerfile as lf
 from storage.segstore._queued import ABORTED, Batch, QueuedLedgerWriter, copy_error
 from storage.segstore._queued import OPEN as WRITER_OPEN
 from storage.segstore._rados_io import CLOSED, OPEN, Head, append_error, errno_of, head_oid, part_oid
-from storage.stats import store_stats
 
 #: Largest offset index kept in a closed ledger's head (8 bytes an entry); beyond it readers scan.
 MAX_INDEX_BYTES = 16 << 20

@@ -8,6 +8,7 @@ import os
 import time
 from array import array
 
+from storage.common.stats import store_stats
 from storage.errors import (
     DLError,
     SegmentStoreError,
@@ -15,7 +16,6 @@ from storage.errors import (
 )
 from storage.segstore import _ledgerfile as lf
 from storage.segstore._queued import OPEN, Batch, QueuedLedgerWriter, copy_error
-from storage.stats import store_stats
 
 log = logging.getLogger(__name__)
 

@@ -79,6 +79,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
+from storage.common.stats import store_stats
 from storage.errors import (
     AlreadyClosedError,
     InvalidArgumentError,
@@ -90,7 +91,6 @@ from storage.segstore._readview import ReadView
 from storage.segstore._watch import ChangeWatcher
 from storage.segstore._writer import LocalLedgerWriter
 from storage.segstore.base import NO_ENTRY, LedgerInfo, SegmentStore, check_id
-from storage.stats import store_stats
 
 __all__ = ["LocalLedgerWriter", "LocalSegmentStore"]
 

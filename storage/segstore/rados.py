@@ -87,6 +87,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
+from storage.common.stats import store_stats
 from storage.errors import AlreadyClosedError, InvalidArgumentError, LedgerNotFoundError, SegmentStoreError
 from storage.segstore import _ledgerfile as lf
 from storage.segstore._rados_io import (
@@ -105,7 +106,6 @@ from storage.segstore._rados_io import (
 from storage.segstore._rados_view import RadosReadView, object_reader, read_head
 from storage.segstore._rados_writer import RadosLedgerWriter
 from storage.segstore.base import LedgerInfo, SegmentStore, check_id
-from storage.stats import store_stats
 
 __all__ = ["RadosLocation", "RadosSegmentStore", "import_rados"]
 

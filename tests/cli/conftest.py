@@ -15,10 +15,10 @@ DLOG_EXE = Path(sys.executable).parent / "dlog"
 
 
 def dlog_command() -> list[str]:
-    """The ``dlog`` executable: the console script if installed, else ``python -m storage.cli``."""
+    """The ``dlog`` executable: the console script if installed, else ``python -m dlog``."""
     if DLOG_EXE.exists():
         return [str(DLOG_EXE)]
-    return [sys.executable, "-m", "storage.cli"]
+    return [sys.executable, "-m", "dlog"]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 ZooKeeper namespaces: outputs, exit codes, bad input, and ``tail`` following a log until SIGINT/SIGTERM.
 
 The executable is the installed ``dlog`` console script next to ``sys.executable`` when there is one,
-else ``python -m storage.cli`` (the same entry point).
+else ``python -m dlog`` (the same entry point).
 """
 
 from __future__ import annotations

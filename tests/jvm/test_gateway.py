@@ -409,8 +409,8 @@ def test_writer_of_an_owned_log_fails_with_ownership_error(c: Client, uri: str, 
 
 
 def test_reading_a_truncated_position_fails(c: Client, uri: str, py_ns: storage.Namespace) -> None:
-    from storage.impl.layout import LogMetadata
-    from storage.segment_metadata import TruncationStatus
+    from storage.formats.segment_metadata import TruncationStatus
+    from storage.log.layout import LogMetadata
 
     log = c.open_log("truncated", uri=uri)
     for s in range(4):  # four segments: each writer completes its own

@@ -73,7 +73,7 @@ def read_line(proc: subprocess.Popen[bytes], timeout: float = 30) -> str:
 def start(
     args: list[str], env: dict[str, str], *, stdin: int | None = subprocess.DEVNULL, dlog: bool = False
 ) -> GatewayProc:
-    cmd = [sys.executable, "-m", "storage.cli", *args] if dlog else [sys.executable, "-m", "jvm_shim", *args]
+    cmd = [sys.executable, "-m", "dlog", *args] if dlog else [sys.executable, "-m", "jvm_shim", *args]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     line = read_line(proc)
@@ -227,7 +227,7 @@ def test_port_in_use_is_one_line_error(uri: str, env: dict[str, str]) -> None:
         port = str(taken.getsockname()[1])
         for cmd, prog in (
             (["-m", "jvm_shim", "--uri", uri], "jvm_shim"),
-            (["-m", "storage.cli", "--uri", uri, "gateway"], "dlog"),
+            (["-m", "dlog", "--uri", uri, "gateway"], "dlog"),
         ):
             out = subprocess.run(
                 [sys.executable, *cmd, "--port", port],
@@ -243,14 +243,14 @@ def test_port_in_use_is_one_line_error(uri: str, env: dict[str, str]) -> None:
 
 
 def test_is_loopback() -> None:
-    from jvm_shim.gateway import is_loopback
+    from jvm_shim.server import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("127.1.2.3")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1") and not is_loopback("no such host.")
 
 
 def test_serve_refuses_without_token_or_with_remote_address(uri: str) -> None:
-    from jvm_shim.gateway import serve
+    from jvm_shim.server import serve
 
     with pytest.raises(storage.InvalidArgumentError, match="token"):
         serve(uri, auth_token="")
@@ -259,7 +259,7 @@ def test_serve_refuses_without_token_or_with_remote_address(uri: str) -> None:
 
 
 def test_serve_in_process_on_a_free_port(uri: str) -> None:
-    from jvm_shim.gateway import serve
+    from jvm_shim.server import serve
 
     with serve(uri, port=0, auth_token="secret", conf=CONF) as server:
         assert server.port > 0 and server.address == "127.0.0.1"
@@ -361,13 +361,13 @@ def test_sigkilled_parent_frees_the_log(uri: str, env: dict[str, str]) -> None:
 # --- dlog gateway -------------------------------------------------------------------------------
 def test_dlog_gateway_help(env: dict[str, str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "storage.cli", "gateway", "--help"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "dlog", "gateway", "--help"], env=env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     assert "GATEWAY port=<port> token=<token>" in " ".join(out.stdout.split())
     for option in ("--port", "--address", "--parent-watch", "--allow-remote"):
         assert option in out.stdout
-    top = subprocess.run([sys.executable, "-m", "storage.cli", "--help"], env=env, capture_output=True, text=True)
+    top = subprocess.run([sys.executable, "-m", "dlog", "--help"], env=env, capture_output=True, text=True)
     assert "gateway" in top.stdout
 
 
@@ -386,7 +386,7 @@ def test_dlog_gateway_serves_the_namespace(uri: str, env: dict[str, str], procs:
 
 def test_dlog_gateway_refuses_remote_address(uri: str, env: dict[str, str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "storage.cli", "--uri", uri, "gateway", "--address", "0.0.0.0"],
+        [sys.executable, "-m", "dlog", "--uri", uri, "gateway", "--address", "0.0.0.0"],
         env=env,
         capture_output=True,
         text=True,

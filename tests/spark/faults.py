@@ -46,7 +46,7 @@ if str(ROOT) not in sys.path:
 
 import storage  # noqa: E402
 from examples.pipeline import event_payload, read_log  # noqa: E402
-from storage.staging import sweep  # noqa: E402
+from storage.log.staging import sweep  # noqa: E402
 
 PIPELINE = ROOT / "examples" / "pipeline.py"
 

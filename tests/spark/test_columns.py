@@ -9,9 +9,9 @@ import pytest
 
 from dl_spark._columns import constant_string_column, with_stream
 from dl_spark.reading import ARROW_SCHEMA
-from storage.arrow_records import RECORD_SCHEMA, entries_to_batches
-from storage.entry import EntryBuilder
-from storage.record import LogRecord
+from storage.formats.arrow_records import RECORD_SCHEMA, entries_to_batches
+from storage.formats.entry import EntryBuilder
+from storage.formats.record import LogRecord
 
 
 @pytest.mark.parametrize("value", ["", "a", "stream-é"])

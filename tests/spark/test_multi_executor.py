@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import storage
-from storage.staging import read_commit
+from storage.log.staging import read_commit
 from tests.spark.faults import run_kill_harness
 from tests.spark.helpers import log_rows
 

@@ -19,7 +19,7 @@ import dl_spark
 import storage
 from dl_spark.commits import read_batch_info
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, parse_sink_options
-from storage.staging import stage_records
+from storage.log.staging import stage_records
 from tests.spark.helpers import log_rows, write_segments
 
 

@@ -18,7 +18,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 import dl_spark
 import storage
 from dl_spark.sink import DistributedLogStreamWriter, parse_sink_options
-from storage.staging import list_staged
+from storage.log.staging import list_staged
 from tests.spark.helpers import CONF, log_rows, write_segments
 
 SEALED = "log 'out' is sealed (end of stream): no more records can be written"

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import storage
-from storage.arrow_entries import check_txids, encode_entries
-from storage.entry import HEADER_LENGTH, EntryBuilder
-from storage.record import MAX_LOGRECORD_SIZE, MAX_TXID, LogRecord
-from storage.recordset import CompressionCodec
-from storage.staging import discard, publish, stage_arrow, stage_records
+from storage.formats.arrow_entries import check_txids, encode_entries
+from storage.formats.entry import HEADER_LENGTH, EntryBuilder
+from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_TXID, LogRecord
+from storage.formats.recordset import CompressionCodec
+from storage.log.staging import discard, publish, stage_arrow, stage_records
 from tests.conftest import BASE_CONF
 from tests.storage.test_writer_reader import read_all
 

@@ -1,4 +1,4 @@
-"""``entries_to_batches`` (:mod:`storage.arrow_records`: the in-place scan of plain entries) gives exactly
+"""``entries_to_batches`` (:mod:`storage.formats.arrow_records`: the in-place scan of plain entries) gives exactly
 the batches of the simple path: every entry decoded with ``decode_entry_columns``, filtered by position
 and by DLSN slot, and the lists turned into Arrow arrays. Fuzzed over random entries (control,
 end-of-stream, record sets, LZ4, odd metadata, malformed data)."""
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storage.arrow_records import RECORD_SCHEMA, RecordColumns, entries_to_batches
-from storage.entry import decode_entry_columns, wrap_entry
 from storage.errors import CorruptedEntryError
-from storage.record import CONTROL, END_OF_STREAM, RECORD_SET
-from storage.recordset import CompressionCodec, RecordSetWriter
+from storage.formats.arrow_records import RECORD_SCHEMA, RecordColumns, entries_to_batches
+from storage.formats.entry import decode_entry_columns, wrap_entry
+from storage.formats.record import CONTROL, END_OF_STREAM, RECORD_SET
+from storage.formats.recordset import CompressionCodec, RecordSetWriter
 
 _RECORD = struct.Struct(">qqi")
 _NOT_USER = CONTROL | END_OF_STREAM

@@ -101,7 +101,7 @@ def test_dlog_bind_rados(zk_server: ZooKeeperServer, zk_chroot: str, rados_locat
 
     def dlog(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "storage.cli", "--uri", uri, *args],
+            [sys.executable, "-m", "dlog", "--uri", uri, *args],
             input=stdin,
             capture_output=True,
             text=True,

@@ -6,8 +6,8 @@ import pytest
 
 import storage
 from storage import DLSN, LogRecord
-from storage.impl.layout import LogMetadata
-from storage.impl.write_handler import WriteHandler
+from storage.log.layout import LogMetadata
+from storage.log.write_handler import WriteHandler
 from tests.storage._damage import flip_payload_byte
 from tests.storage.test_processes import child
 from tests.storage.test_writer_reader import read_all, write_segment

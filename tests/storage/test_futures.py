@@ -7,7 +7,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
 
 import pytest
 
-from storage._futures import FutureGroup
+from storage.common.futures import FutureGroup
 
 
 def test_results_callbacks_wait_and_as_completed() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import storage
 from storage import DLSN, LogRecord
-from storage.arrow_records import RECORD_SCHEMA
+from storage.formats.arrow_records import RECORD_SCHEMA
 from tests.storage.test_writer_reader import read_all
 
 Row = tuple[DLSN, int, int, bytes]

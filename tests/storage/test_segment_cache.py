@@ -1,4 +1,4 @@
-"""The segment list cache behind positioning (:mod:`storage.impl.segment_cache`), on every backend: an
+"""The segment list cache behind positioning (:mod:`storage.log.segment_cache`), on every backend: an
 unchanged log is not re-read (one children request), and every change by another client — a segment
 started, completed, truncated (rewritten under the same name) or purged, the log deleted — is seen by
 the very next use, with no waiting."""

@@ -9,7 +9,7 @@ import pytest
 
 import storage
 from storage import DLSN
-from storage.staging import (
+from storage.log.staging import (
     PublishItem,
     StagedSegment,
     check_not_sealed,
@@ -160,7 +160,7 @@ def test_an_aborted_key_stops_staging_and_old_markers_go(ns: storage.Namespace) 
     """A task still running after its job was aborted stages nothing (mark first, then sweep)."""
     import pyarrow as pa
 
-    from storage.staging import ABORTED_ROOT, is_aborted, mark_aborted, stage_arrow, sweep
+    from storage.log.staging import ABORTED_ROOT, is_aborted, mark_aborted, stage_arrow, sweep
 
     ok = stage_arrow(ns, [(pa.array([b"a"]), 1)], tag={"job": "j1"}, abort_key="job-j1")
     assert ok is not None

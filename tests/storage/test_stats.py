@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 import storage
-from storage import stats
+from storage.common import stats
 from tests.conftest import BASE_CONF
 
 

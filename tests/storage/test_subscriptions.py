@@ -8,7 +8,7 @@ import pytest
 
 import storage
 from storage import DLSN
-from storage.impl.subscriptions import SUBSCRIBERS
+from storage.log.subscriptions import SUBSCRIBERS
 
 
 def _write(dlm: storage.LogManager, txids: range, size: int = 100) -> list[DLSN]:

@@ -9,7 +9,7 @@ import pytest
 
 import storage
 from storage import DLSN, LogRecord, TruncationStatus
-from storage.impl.layout import LogMetadata
+from storage.log.layout import LogMetadata
 from tests.conftest import BASE_CONF
 from tests.storage.test_writer_reader import read_all, write_segment
 
@@ -138,7 +138,7 @@ def test_purge_keeps_what_a_subscriber_needs_and_dry_run_deletes_nothing(ns: sto
 
 def test_publishing_honours_retention(ns_uri: str) -> None:
     """Logs appended to by publish (the Spark sink) are purged by logSegmentRetentionHours too."""
-    from storage.staging import PublishItem, publish_many, stage_records
+    from storage.log.staging import PublishItem, publish_many, stage_records
 
     conf = {**BASE_CONF, "logSegmentRetentionHours": 0.5 / 3600}  # half a second
     with storage.open_namespace(ns_uri, conf) as ns:

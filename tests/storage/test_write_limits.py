@@ -10,7 +10,7 @@ import time
 import pytest
 
 import storage
-from storage.impl.limits import RateLimiter, WriteLimiter, WriteLimits
+from storage.log.limits import RateLimiter, WriteLimiter, WriteLimits
 from tests.conftest import BASE_CONF
 from tests.storage.test_writer_reader import read_all
 
@@ -48,7 +48,7 @@ def test_rate_limiter_smooth_bursty() -> None:
 def test_write_limiter_soft_counts_hard_refuses(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     lim = WriteLimiter("s", WriteLimits(rps_soft=5, rps_hard=20, bps_soft=-1, bps_hard=1000), clock)
-    with caplog.at_level(logging.WARNING, logger="storage.impl.limits"):
+    with caplog.at_level(logging.WARNING, logger="storage.log.limits"):
         for _ in range(6):
             lim.acquire(1, 10)
     assert lim.hits["rps_soft"] == 0  # 5 stored + 1 into debt
@@ -124,7 +124,7 @@ def test_hard_limits_on_a_writer(ns_uri: str) -> None:
 def test_soft_limits_count_and_never_refuse(ns: storage.Namespace, caplog: pytest.LogCaptureFixture) -> None:
     ns.create_log("soft")
     dlm = ns.open_log("soft", {**BASE_CONF, "rpsSoftWriteLimit": 50, "bpsSoftWriteLimit": 1000})
-    with caplog.at_level(logging.WARNING, logger="storage.impl.limits"), dlm.open_writer() as w:
+    with caplog.at_level(logging.WARNING, logger="storage.log.limits"), dlm.open_writer() as w:
         for t in range(1, 501):
             w.write(storage.LogRecord(t, b"x" * 100))
         w.flush()

@@ -181,7 +181,7 @@ def test_reopen_writer_continues_with_next_lssn(ns: storage.Namespace) -> None:
 
 
 def test_record_sets_expand_into_members_with_contiguous_positions(ns: storage.Namespace) -> None:
-    from storage.recordset import RecordSetWriter
+    from storage.formats.recordset import RecordSetWriter
 
     dlm = ns.open_log("sets", {"writerOutputBufferSize": 1 << 20})
     rs = RecordSetWriter(1)  # LZ4
@@ -205,7 +205,7 @@ def test_record_sets_expand_into_members_with_contiguous_positions(ns: storage.N
 
 
 def test_application_cannot_write_control_records(ns: storage.Namespace) -> None:
-    from storage.record import CONTROL
+    from storage.formats.record import CONTROL
 
     with ns.open_log("ctl").open_writer() as w, pytest.raises(storage.InvalidArgumentError):
         w.write(LogRecord(1, b"x", flags=CONTROL))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
 from storage.errors import DLError, InvalidArgumentError
+from storage.formats.dlsn import DLSN
 from tests.storage.formats._strategies import FUZZ, PROPERTY, int64s
 
 # --- §1.4 worked vectors ------------------------------------------------------------------------

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
-from storage.entry import (
+from storage.errors import (
+    CorruptedEntryError,
+    DLError,
+    InvalidArgumentError,
+    InvalidEnvelopedEntryError,
+    LogRecordTooLongError,
+)
+from storage.formats.dlsn import DLSN
+from storage.formats.entry import (
     HEADER_LENGTH,
     CompressionCodec,
     EntryBuilder,
@@ -20,14 +27,7 @@ from storage.entry import (
     unwrap_entry,
     wrap_entry,
 )
-from storage.errors import (
-    CorruptedEntryError,
-    DLError,
-    InvalidArgumentError,
-    InvalidEnvelopedEntryError,
-    LogRecordTooLongError,
-)
-from storage.record import (
+from storage.formats.record import (
     CONTROL,
     END_OF_STREAM,
     MAX_LOGRECORD_SIZE,
@@ -39,7 +39,7 @@ from storage.record import (
     make_end_of_stream_record,
     serialize_record,
 )
-from storage.recordset import RecordSetWriter
+from storage.formats.recordset import RecordSetWriter
 from tests.storage.formats._strategies import FUZZ, PROPERTY, int64s, mutated
 
 CODECS = [CompressionCodec.NONE, CompressionCodec.LZ4]

@@ -9,11 +9,12 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
-from storage.entry import CompressionCodec, EntryBuilder, decode_entry, unwrap_entry, wrap_entry
 from storage.errors import DLError
-from storage.record import LogRecord, LogRecordWithDLSN, read_records
-from storage.recordset import RecordSetWriter
+from storage.formats.dlsn import DLSN
+from storage.formats.entry import CompressionCodec, EntryBuilder, decode_entry, unwrap_entry, wrap_entry
+from storage.formats.record import LogRecord, LogRecordWithDLSN
+from storage.formats.record_reader import read_records
+from storage.formats.recordset import RecordSetWriter
 from tests.storage.formats._strategies import FUZZ, PROPERTY, mutated
 from tests.storage.formats.test_entry import entry_items
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
 from storage.errors import CorruptedEntryError, DLError, InvalidArgumentError
-from storage.record import (
+from storage.formats.dlsn import DLSN
+from storage.formats.record import (
     CONTROL,
     CONTROL_RECORD_CONTENT,
     EMPTY_LOGSEGMENT_TX_ID,
@@ -30,12 +30,12 @@ from storage.record import (
     make_end_of_stream_record,
     make_keepalive_record,
     parse_records,
-    read_records,
     record_metadata,
     record_set_count,
     serialize_record,
 )
-from storage.recordset import RecordSetWriter
+from storage.formats.record_reader import read_records
+from storage.formats.recordset import RecordSetWriter
 from tests.storage.formats._strategies import FUZZ, PROPERTY, int64s, mutated
 
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
 from storage.errors import CorruptedEntryError, DLError, InvalidArgumentError, LogRecordTooLongError
-from storage.record import MAX_LOGRECORD_SIZE, RECORD_SET, LogRecordWithDLSN
-from storage.recordset import (
+from storage.formats.dlsn import DLSN
+from storage.formats.record import MAX_LOGRECORD_SIZE, RECORD_SET, LogRecordWithDLSN
+from storage.formats.recordset import (
     HEADER_LEN,
     CompressionCodec,
     RecordSetWriter,

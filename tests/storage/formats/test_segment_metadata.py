@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.dlsn import DLSN
 from storage.errors import (
     DLError,
     IllegalStateError,
@@ -17,8 +16,9 @@ from storage.errors import (
     UnexpectedError,
     UnsupportedMetadataVersionError,
 )
-from storage.record import INVALID_TXID
-from storage.segment_metadata import (
+from storage.formats.dlsn import DLSN
+from storage.formats.record import INVALID_TXID
+from storage.formats.segment_metadata import (
     LogSegmentMetadata,
     SegmentName,
     TruncationStatus,

@@ -1,0 +1,390 @@
+"""Namespaces: a set of logs sharing one metadata store and one segment store.
+
+URIs (CONTRACT §2):
+
+* ``distributedlog-local:///abs/path`` or a plain filesystem path: the embedded default.
+  Metadata in ``<path>/metadata/metadata.db`` (SQLite, WAL), segment data in
+  ``<path>/segments/``. Created on first use (not by ``open_namespace(uri, create=False)``, which
+  readers use); safe for many processes on one machine.
+* ``distributedlog://host:port[,host:port]/path`` (alias ``distributedlog-zk://``): metadata in
+  ZooKeeper under ``/path`` (DistributedLog's layout, ``storage.log.layout``). Such a namespace
+  is *bound* once to where its segment data lives, local files or Ceph RADOS
+  (``bind_namespace``, as ``dlog admin bind`` does; :mod:`storage.log.binding`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from storage.common import stats
+from storage.common.futures import OutstandingWrites
+from storage.config import Config
+from storage.config.dynamic import DynamicConfig, DynamicConfigWatcher, stream_config_files
+from storage.errors import (
+    AlreadyClosedError,
+    InvalidArgumentError,
+    InvalidConfigError,
+    LogExistsError,
+    MetadataError,
+    NamespaceNotFoundError,
+    NoNodeError,
+)
+from storage.log import binding
+from storage.log.layout import LOG_ROOT, LogMetadata, LogPaths, join
+from storage.log.log_manager import LogManager
+from storage.log.names import is_reserved, validate_log_name
+from storage.metastore.base import MetadataStore
+from storage.metastore.sqlite import SqliteMetadataStore
+from storage.segstore.base import SegmentStore
+from storage.segstore.local import LocalSegmentStore
+
+LOCAL_SCHEME = "distributedlog-local"
+ZK_SCHEMES = ("distributedlog", "distributedlog-zk")
+
+
+def zk_location_of(uri: str) -> tuple[str, str]:
+    """``(hosts, chroot path)`` of a ZooKeeper namespace URI.
+
+    Raises:
+        InvalidArgumentError: not a ZooKeeper namespace URI, or no servers / path.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme not in ZK_SCHEMES:
+        raise InvalidArgumentError(f"not a ZooKeeper namespace URI: {uri!r}")
+    hosts = parsed.netloc
+    path = unquote(parsed.path).rstrip("/")
+    if not hosts:
+        raise InvalidArgumentError(f"ZooKeeper namespace URI {uri!r} names no servers: distributedlog://host:port/path")
+    if not path:
+        raise InvalidArgumentError(f"ZooKeeper namespace URI {uri!r} needs a path: distributedlog://host:port/path")
+    return hosts, path
+
+
+def _open_zk_store(uri: str, conf: Config, *, create: bool = True) -> MetadataStore:
+    from storage.metastore.zookeeper import ZooKeeperMetadataStore  # the only module that imports kazoo
+
+    hosts, path = zk_location_of(uri)
+    return ZooKeeperMetadataStore(
+        hosts,
+        path,
+        create_root=create,
+        session_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
+        # the first connection waits one session timeout, as DistributedLog's ZooKeeper client does
+        open_timeout_s=float(conf.get("zkSessionTimeoutSeconds")),
+        open_timeout_name="zkSessionTimeoutSeconds",
+        retry_max_tries=int(conf.get("zkNumRetries")),
+        retry_start_backoff_ms=int(conf.get("zkRetryStartBackoffMillis")),
+        retry_max_backoff_ms=int(conf.get("zkRetryMaxBackoffMillis")),
+    )
+
+
+def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | None = None) -> None:
+    """Bind a ZooKeeper namespace to its segment store (creating the namespace path).
+
+    ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see, or
+    ``rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH][&namespace=NS]`` (see
+    :mod:`storage.log.binding`). The store is opened first, so a bad location binds nothing.
+    Rebinding to the same location is a no-op; to another location it is refused.
+
+    Raises:
+        InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails.
+        SegmentStoreError: the segment store cannot be opened (unreachable cluster, bad
+            credentials, missing pool, ...).
+    """
+    cfg = _config(conf)
+    _hosts, zk_path = zk_location_of(uri)
+    wanted = binding.canonical_segments_uri(segments, zk_path)
+    store = _open_zk_store(uri, cfg)
+    try:
+        current = store.get("/")
+        if current.value:
+            bound = binding.decode(uri, current.value)
+            if not binding.same_location(bound, segments):
+                raise MetadataError(f"namespace {uri} is already bound to {bound}")
+            return
+        binding.open_segment_store(wanted, cfg, create=True).close()
+        store.set("/", binding.encode(wanted), current.version)
+    finally:
+        store.close()
+
+
+def _config(conf: Config | dict[str, object] | None) -> Config:
+    if conf is None:
+        return Config()
+    if isinstance(conf, Config):
+        return conf
+    if isinstance(conf, dict):
+        return Config.from_dict(conf)
+    raise InvalidArgumentError(f"conf must be a storage.Config or a dict, got {type(conf).__name__}")
+
+
+def local_path_of(uri: str) -> Path | None:
+    """The directory of an embedded namespace URI, or None for a ZooKeeper URI.
+
+    Raises:
+        InvalidArgumentError: not a URI this library understands.
+    """
+    if not isinstance(uri, str) or not uri.strip():
+        raise InvalidArgumentError(f"namespace URI must be a non-empty string, got {uri!r}")
+    if "://" not in uri:
+        return Path(uri).expanduser().absolute()
+    parsed = urlparse(uri)
+    if parsed.scheme == LOCAL_SCHEME:
+        if parsed.netloc not in ("", "localhost"):
+            raise InvalidArgumentError(
+                f"embedded namespace URI {uri!r} must have an absolute path: {LOCAL_SCHEME}:///abs/path"
+            )
+        path = unquote(parsed.path)
+        if not path.startswith("/"):
+            raise InvalidArgumentError(f"embedded namespace URI {uri!r} must have an absolute path")
+        return Path(path)
+    if parsed.scheme in ZK_SCHEMES:
+        return None
+    raise InvalidArgumentError(
+        f"unsupported namespace URI {uri!r}: use {LOCAL_SCHEME}:///abs/path, a plain path, or distributedlog://host:port/path"
+    )
+
+
+class Namespace:
+    """A namespace of logs. A context manager; ``close()`` closes every log manager opened."""
+
+    def __init__(
+        self, uri: str, metastore: MetadataStore, segstore: SegmentStore, conf: Config, root: str = "/"
+    ) -> None:
+        self.uri = uri
+        self.metastore = metastore
+        self.segstore = segstore
+        self.conf = conf
+        self.root = root
+        self.client_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._closed = False
+        self._lock = threading.Lock()
+        self._managers: list[LogManager] = []
+        self._dynamic: DynamicConfigWatcher | None = None  # started by the first log with config files
+        #: Port of the process's metrics endpoint (``prometheusStatsHttpPort`` >= 0), else None.
+        self.stats_port: int | None = None
+        port = int(conf.get("prometheusStatsHttpPort"))
+        if port >= 0:
+            addr = str(conf.get("prometheusStatsHttpAddress"))
+            try:
+                self.stats_port = stats.start_http_server(port, addr)
+            except OSError as e:
+                segstore.close()
+                metastore.close()
+                raise InvalidConfigError(f"prometheusStatsHttpPort: cannot serve metrics on {addr}:{port}: {e}") from e
+        limit = int(conf.get("globalOutstandingWriteLimit"))
+        #: The namespace's outstanding writes over all its writers (``globalOutstandingWriteLimit``), or
+        #: None when there is no such limit.
+        self.outstanding: OutstandingWrites | None = (
+            OutstandingWrites(
+                limit,
+                darkmode=bool(conf.get("outstandingWriteLimitDarkmode")),
+                name=f"namespace {uri}",
+                key="globalOutstandingWriteLimit",
+            )
+            if limit > 0
+            else None
+        )
+
+    def paths_of(self, name: str) -> LogPaths:
+        return LogPaths(self.root, name)
+
+    # --- logs -----------------------------------------------------------------------------
+    def create_log(self, name: str, *, exist_ok: bool = False) -> None:
+        """Create a log.
+
+        Raises:
+            InvalidStreamNameError, LogExistsError (unless ``exist_ok``), AlreadyClosedError.
+        """
+        self.check_open()
+        norm = validate_log_name(name)
+        try:
+            LogMetadata(self.metastore, self.paths_of(norm)).create()
+        except LogExistsError:
+            if not exist_ok:
+                raise
+
+    def delete_log(self, name: str) -> None:
+        """Delete a log: its segments' data, then its metadata.
+
+        Raises:
+            InvalidStreamNameError, LogNotFoundError, AlreadyClosedError.
+        """
+        self.check_open()
+        meta = LogMetadata(self.metastore, self.paths_of(validate_log_name(name)))
+        meta.ensure_exists()
+        for seg in meta.segments():
+            self.segstore.delete_ledger(seg.ledger_id)
+        alloc = meta.allocation().value
+        if alloc:
+            self.segstore.delete_ledger(int(alloc))
+        meta.delete()
+
+    def log_exists(self, name: str) -> bool:
+        """True if the log exists. Raises InvalidStreamNameError."""
+        self.check_open()
+        return LogMetadata(self.metastore, self.paths_of(validate_log_name(name))).exists()
+
+    def list_logs(self) -> list[str]:
+        """Names of every log, sorted (nested names included; reserved names hidden)."""
+        self.check_open()
+        out: list[str] = []
+
+        def walk(path: str, prefix: str) -> None:
+            try:
+                kids = self.metastore.children(path)
+            except NoNodeError:
+                return
+            for k in kids:
+                if is_reserved(k):
+                    continue
+                child = join(path, k)
+                name = f"{prefix}{k}"
+                try:
+                    sub = self.metastore.children(child)
+                except NoNodeError:
+                    continue
+                if LOG_ROOT in sub:
+                    out.append(name)
+                else:
+                    walk(child, name + "/")
+
+        walk(self.root, "")
+        return sorted(out)
+
+    def open_log(self, name: str, conf: Config | dict[str, object] | None = None) -> LogManager:
+        """A :class:`LogManager` for ``name`` (the log need not exist yet: a writer creates it).
+
+        ``conf`` is a :class:`Config` or a dict of overrides on the namespace's config. With
+        ``defaultStreamConfigFile`` / ``streamConfigDir`` set, the log's configuration files
+        (:mod:`storage.config.dynamic`) add their overrides now and are re-read every
+        ``dynamicConfigReloadIntervalSec`` while the manager is open: changes of the dynamic keys
+        apply to its running writers, bad values are rejected (logged, the old value kept).
+
+        Raises:
+            InvalidStreamNameError, InvalidConfigError, AlreadyClosedError.
+        """
+        self.check_open()
+        norm = validate_log_name(name)
+        if conf is None:
+            log_conf = self.conf
+        elif isinstance(conf, Config):
+            log_conf = conf
+        elif isinstance(conf, dict):
+            log_conf = self.conf.with_overrides(conf)
+        else:
+            raise InvalidArgumentError(f"conf must be a storage.Config or a dict, got {type(conf).__name__}")
+        dynamic = None
+        files = stream_config_files(log_conf, norm)
+        if files:  # streamConfigDir / defaultStreamConfigFile: per-log files, re-read while open
+            dynamic = DynamicConfig(log_conf, files, name=f"log {norm!r}")
+            log_conf = dynamic.current
+        dlm = LogManager(self, norm, log_conf, dynamic)
+        with self._lock:
+            self._managers.append(dlm)
+            if dynamic is not None:
+                if self._dynamic is None:
+                    self._dynamic = DynamicConfigWatcher(float(self.conf.get("dynamicConfigReloadIntervalSec")))
+                self._dynamic.add(dynamic)
+        return dlm
+
+    def forget(self, dlm: object) -> None:
+        """Called by a closing log manager: the namespace stops tracking it."""
+        with self._lock:
+            self._managers = [m for m in self._managers if m is not dlm]
+            if isinstance(dlm, LogManager) and dlm.dynamic is not None and self._dynamic is not None:
+                self._dynamic.remove(dlm.dynamic)
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def check_open(self) -> None:
+        """Raises AlreadyClosedError after close()."""
+        if self._closed:
+            raise AlreadyClosedError(f"namespace {self.uri!r} is closed")
+
+    def close(self) -> None:
+        """Close every log manager, then the stores. Idempotent."""
+        if self._closed:
+            return
+        with self._lock:
+            managers, self._managers = self._managers, []
+        for m in managers:
+            m.close()
+        self._closed = True
+        if self._dynamic is not None:
+            self._dynamic.close()
+        self.segstore.close()
+        self.metastore.close()
+
+    def __enter__(self) -> Namespace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_namespace(uri: str, conf: Config | dict[str, object] | None = None, *, create: bool = True) -> Namespace:
+    """Open the namespace at ``uri``.
+
+    With ``create`` (the default) a missing namespace is created: the embedded default's directory,
+    or a ZooKeeper namespace's path (which must then still be bound, see :func:`bind_namespace`).
+    With ``create=False`` (readers: the read-only ``dlog`` commands, ``spark.read``) a missing
+    namespace is an error and nothing is created, on disk or in ZooKeeper.
+
+    Raises:
+        InvalidArgumentError: a malformed or unsupported URI. InvalidConfigError: bad conf.
+        NamespaceNotFoundError: ``create=False`` and there is no namespace at ``uri``.
+        MetadataError: the metadata store cannot be opened (MetadataConnectionError: ZooKeeper
+            unreachable), or a ZooKeeper namespace is not bound.
+    """
+    cfg = _config(conf)
+    path = local_path_of(uri)
+    if path is None:
+        return _open_zk_namespace(uri, cfg, create=create)
+    db = path / "metadata" / "metadata.db"
+    if not create and not db.is_file():
+        raise NamespaceNotFoundError(
+            f"namespace {uri} does not exist (no {db.relative_to(path)} in {path}): check the URI; "
+            "only writers create a namespace (dlog create, dlog write --create, the Spark sink)"
+        )
+    try:
+        (path / "metadata").mkdir(parents=True, exist_ok=True)
+        (path / "segments").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MetadataError(f"cannot create embedded namespace at {path}: {e}") from e
+    metastore = SqliteMetadataStore(db)
+    try:
+        segstore = LocalSegmentStore(path / "segments")
+    except BaseException:
+        metastore.close()
+        raise
+    return Namespace(uri, metastore, segstore, cfg)
+
+
+def _open_zk_namespace(uri: str, cfg: Config, *, create: bool) -> Namespace:
+    try:
+        store = _open_zk_store(uri, cfg, create=create)
+    except NoNodeError:  # only without create: the namespace path is missing
+        hosts, path = zk_location_of(uri)
+        raise NamespaceNotFoundError(
+            f"namespace {uri} does not exist (no ZooKeeper node {path} at {hosts}): check the URI; "
+            f"a new one is created and bound by `dlog --uri {uri} bind --segments file:///shared/abs/path`"
+        ) from None
+    try:
+        data = store.get("/").value
+        if not data:
+            raise MetadataError(
+                f"namespace {uri} is not bound to a segment store: run "
+                f"`dlog --uri {uri} bind --segments file:///shared/abs/path` "
+                "(or rados://POOL?conf=/etc/ceph/ceph.conf) "
+                f"or storage.bind_namespace({uri!r}, segments='file:///shared/abs/path')"
+            )
+        segstore = binding.open_segment_store(binding.decode(uri, data), cfg)
+    except BaseException:
+        store.close()
+        raise
+    return Namespace(uri, store, segstore, cfg)

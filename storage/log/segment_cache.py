@@ -1,0 +1,59 @@
+"""A log's segment list, cached for positioning (DistributedLog's ``LogSegmentMetadataCache``).
+
+Opening a reader, positioning by txid, ``read_arrow`` and the log queries all start from the log's
+segment list; reading it whole costs one metadata read per segment (a ZooKeeper ``get`` each), so the
+cost of opening grew with the log (measured: ``bench/bench_positioning.py``). The cache keeps the
+parsed list and checks it with one request per use: the ``ledgers`` node's children together with
+their version (:meth:`~storage.metastore.base.MetadataStore.children_with_version`: ZooKeeper's
+``cversion``, bumped by every child created or deleted). Segment metadata is only ever changed by
+creating and deleting children (a segment started, completed, truncated — rewritten as delete +
+create — or purged), so an unchanged version means an unchanged list: the cache is never stale, for
+changes by this process or any other. A changed version re-reads the list.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from storage.errors import LogNotFoundError, NoNodeError
+from storage.formats.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
+from storage.log.layout import LogMetadata
+
+__all__ = ["SegmentListCache"]
+
+
+class SegmentListCache:
+    """The segment list of one log, re-read only when the children version of its ``ledgers`` node moved."""
+
+    def __init__(self, meta: LogMetadata) -> None:
+        self._meta = meta
+        self._lock = threading.Lock()
+        self._version: int | None = None
+        self._names: list[str] = []
+        self._segments: list[LogSegmentMetadata] = []
+
+    def get(self) -> list[LogSegmentMetadata]:
+        """Every segment, ascending by LSSN, with start sequence ids assigned (a new list).
+
+        Raises:
+            LogNotFoundError: the log does not exist. MetadataError.
+        """
+        paths = self._meta.paths
+        store = self._meta.store
+        with self._lock:
+            try:
+                names, version = store.children_with_version(paths.ledgers)
+            except NoNodeError:
+                raise LogNotFoundError(f"log {paths.name!r} does not exist") from None
+            if version == self._version and names == self._names:
+                return list(self._segments)
+            got = store.get_many([paths.segment(n) for n in names])
+            segments = [
+                LogSegmentMetadata.parse(paths.segment(n), v.value)
+                for n, v in zip(names, got, strict=True)
+                if v is not None  # else removed between listing and reading: the version moved, re-read next time
+            ]
+            self._segments = assign_start_sequence_ids(sorted(segments, key=LogSegmentMetadata.sort_key))
+            complete = len(segments) == len(names)
+            self._version, self._names = (version, names) if complete else (None, [])
+            return list(self._segments)

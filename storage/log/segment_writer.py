@@ -1,0 +1,313 @@
+"""Writing one log segment: records → entries → ledger appends (``BKLogSegmentWriter``).
+
+Records are packed into the current enveloped entry until it holds more than
+``writerOutputBufferSize`` bytes of user records (or would exceed ``MAX_LOGRECORDSET_SIZE``);
+then the entry is *transmitted*: appended to the segment's ledger. A record's future resolves
+to its DLSN ``(lssn, entry_id, slot)`` once its entry is durable.
+
+Visibility follows BookKeeper's LAC rule (spec §6.4): an entry becomes readable only when a
+later entry is appended. ``commit`` therefore writes a *control record* (payload
+``"control"``, flag CONTROL, never packed with user records) after the data it publishes has
+been acknowledged. Control records do not advance the position counter.
+
+Acknowledgements: the writer registers one ack listener on its ledger writer and appends
+with ``append_nowait``, so the segment store reports each group commit once (a run of entry
+ids) instead of resolving a future per entry. Transmitted entries wait in ``_unacked`` (oldest
+first; acks arrive in entry-id order), and the futures of every record of a reported run are
+resolved in one :meth:`FutureGroup.resolve` call.
+
+Thread model: callers hold the owning writer's lock for every method except the ack
+listener, which runs on the segment store's commit thread and touches only ``_unacked``
+(a deque: appended on the right by the caller, popped on the left by the listener) and
+``_ack_lock`` state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from storage.common.futures import FutureGroup
+from storage.common.stats import WriterStats
+from storage.errors import (
+    DLError,
+    LogRecordTooLongError,
+    TransmitError,
+    WriteCancelledError,
+    WriteError,
+    WriterFencedError,
+)
+from storage.formats.dlsn import DLSN, _dlsn_unchecked
+from storage.formats.entry import EntryBuilder
+from storage.formats.record import (
+    MAX_LOGRECORD_SIZE,
+    MAX_LOGRECORDSET_SIZE,
+    RECORD_HEADER_SIZE,
+    RECORD_SET,
+    LogRecord,
+    make_control_record,
+    make_end_of_stream_record,
+    record_set_count,
+)
+from storage.formats.segment_metadata import LogSegmentMetadata
+from storage.segstore.base import LedgerWriter
+
+log = logging.getLogger(__name__)
+
+#: A transmitted entry: (futures of its records, slot of each future, slot of the last user
+#: record or of the end-of-stream record (-1: a control entry), holds user records, size in
+#: bytes, when its first record was written, when it was transmitted (``perf_counter``)).
+_Packet = tuple[list[Future[DLSN]], list[int], int, bool, int, float, float]
+
+
+class SegmentWriter:
+    """The writer of one in-progress segment."""
+
+    def __init__(
+        self,
+        metadata: LogSegmentMetadata,
+        ledger: LedgerWriter,
+        *,
+        codec: int,
+        transmit_threshold: int,
+        last_txid: int,
+        on_settled: Callable[[int], None] | None = None,
+        stats: WriterStats | None = None,
+    ) -> None:
+        """``on_settled(n)``: called when ``n`` more futures of this writer are settled (acknowledged or
+        failed), for outstanding-write accounting. ``stats``: where acknowledged entries are counted."""
+        self.metadata = metadata
+        self.ledger = ledger
+        self.lssn = metadata.lssn
+        self._codec = codec
+        self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
+        self._builder = EntryBuilder()
+        self._group = FutureGroup(on_settled)
+        self._new_future = self._group.new
+        # --- the entry being built (see _Packet) ---
+        self._futs: list[Future[DLSN]] = []
+        self._slots: list[int] = []
+        self._dlsn_slot = -1
+        self._has_user = False
+        self._outstanding_bytes = 0
+        self._first_write = 0.0  # perf_counter of the current entry's first user record
+        self._stats = stats
+        self.position = 0  # user records written to this segment so far
+        self.last_txid = last_txid  # txid of the last user record written (writer-wide)
+        self.num_user_records = 0
+        self.stream_ended = False
+        # --- ack-side state (segment store commit thread) ---
+        self._unacked: deque[_Packet] = deque()  # transmitted, not yet reported, oldest first
+        self._ack_lock = threading.Lock()
+        self._acks_done = threading.Condition(self._ack_lock)
+        self._transmitted = 0  # entries handed to the ledger (written by the caller only)
+        self._settled = 0  # entries whose ack (or failure) has been fully processed
+        self.last_acked_user_dlsn = DLSN.INVALID
+        self._last_acked_data_entry = -1  # last acked entry holding user (or EoS) records
+        self._control_covers = -1  # data entries up to here are published by a control record
+        self.error: DLError | None = None
+        self.on_data_acked: list[Callable[[], None]] = []  # set by the owner (immediate flush)
+        ledger.set_ack_listener(self._on_acks)
+
+    # --- writes -------------------------------------------------------------------------
+    def set_transmit_threshold(self, transmit_threshold: int) -> None:
+        """Change the buffer size at which an entry is transmitted (dynamic ``writerOutputBufferSize``)."""
+        self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
+
+    def check_writable(self) -> None:
+        """Raises the segment's error (fencing, I/O) if it has one."""
+        if self.error is not None:
+            if isinstance(self.error, WriterFencedError):
+                raise WriterFencedError(str(self.error))
+            raise WriteError(f"log segment {self.lssn} is in error: {self.error}") from self.error
+
+    def write(self, record: LogRecord) -> Future[DLSN]:
+        """Add a user record to the current entry; transmit when over the threshold.
+
+        Raises:
+            LogRecordTooLongError, WriteError, WriterFencedError.
+        """
+        if self.error is not None:
+            self.check_writable()
+        payload = record.payload
+        size = RECORD_HEADER_SIZE + len(payload)  # record.persistent_size
+        if size > MAX_LOGRECORD_SIZE:
+            raise LogRecordTooLongError(f"record of {size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}")
+        if self._builder.num_bytes + size > MAX_LOGRECORDSET_SIZE:
+            self.transmit()
+        members = record_set_count(payload) if record.flags & RECORD_SET else 1
+        if not self._futs and self._stats is not None:
+            self._first_write = time.perf_counter()
+        slot = self._builder.add(record, self.position + 1)
+        self.position += members  # a record set occupies one position per member
+        fut = self._new_future()
+        self._futs.append(fut)
+        self._slots.append(slot)
+        self._has_user = True
+        self._dlsn_slot = slot + members - 1
+        self.last_txid = record.txid
+        self.num_user_records += 1
+        self._outstanding_bytes += size
+        if self._outstanding_bytes > self._threshold:
+            self.transmit()
+        return fut
+
+    def write_control(self) -> None:
+        """Transmit pending data, then a control record on its own (a commit)."""
+        self.check_writable()
+        self.transmit()
+        with self._ack_lock:
+            # Every data entry acked now is durable before the control entry is written, so
+            # the control entry's piggy-backed LAC covers it.
+            self._control_covers = self._last_acked_data_entry
+        self._builder.add(make_control_record(max(self.last_txid, 0), self.position))
+        self.transmit()
+
+    def needs_control(self) -> bool:
+        """True if acknowledged data is not yet published by a control record."""
+        with self._ack_lock:
+            return self._last_acked_data_entry > self._control_covers
+
+    def write_end_of_stream(self) -> Future[DLSN]:
+        """Write the end-of-stream record (txid MAX_TXID, not CONTROL, current position)."""
+        self.check_writable()
+        self.transmit()
+        slot = self._builder.add(make_end_of_stream_record(self.position))
+        fut = self._new_future()
+        self._futs.append(fut)
+        self._slots.append(slot)
+        self._dlsn_slot = slot
+        self.stream_ended = True
+        self.transmit()
+        return fut
+
+    def has_pending(self) -> bool:
+        return self._builder.num_records > 0
+
+    def transmit(self) -> None:
+        """Append the current entry to the ledger (no-op when empty)."""
+        builder = self._builder
+        if builder.num_records == 0:
+            return
+        data = builder.to_bytes(self._codec)
+        now = time.perf_counter() if self._stats is not None else 0.0
+        packet: _Packet = (self._futs, self._slots, self._dlsn_slot, self._has_user, len(data), self._first_write, now)
+        builder.clear()
+        self._futs = []
+        self._slots = []
+        self._dlsn_slot = -1
+        self._has_user = False
+        self._outstanding_bytes = 0
+        if self.error is not None:
+            self._group.resolve(packet[0], exc=self.error)
+            return
+        self._unacked.append(packet)  # before the append: its ack may come at once
+        try:
+            self.ledger.append_nowait(data)
+        except DLError as e:
+            self._unacked.pop()  # not queued, so never reported (only this thread appends)
+            self._set_error(e)
+            self._group.resolve(packet[0], exc=e)
+            return
+        self._transmitted += 1
+
+    # --- acks -----------------------------------------------------------------------------
+    def _on_acks(self, count: int, last_entry_id: int, error: BaseException | None) -> None:
+        """The ledger's ack listener: the ``count`` oldest transmitted entries are settled."""
+        unacked = self._unacked
+        packets = [unacked.popleft() for _ in range(count)]
+        try:
+            self._process_acks(packets, last_entry_id, error)
+        except Exception:  # pragma: no cover - a bug; the futures must not hang
+            log.exception("log segment %s: processing acks failed", self.lssn)
+            err = TransmitError(f"log segment {self.lssn}: processing acks failed")
+            self._set_error(err)
+            self._group.resolve([f for p in packets for f in p[0]], exc=err)
+        finally:
+            with self._acks_done:
+                self._settled += count
+                self._acks_done.notify_all()
+
+    def _process_acks(self, packets: list[_Packet], last_entry_id: int, error: BaseException | None) -> None:
+        if error is not None:
+            if isinstance(error, DLError):
+                err = error
+            else:
+                err = TransmitError(f"append to log segment {self.lssn} failed: {error}")
+            self._set_error(err)
+            if self._stats is not None:
+                self._stats.error(err)
+            self._group.resolve([f for p in packets for f in p[0]], exc=err)
+            return
+        if self._stats is not None:
+            self._count_acked(packets)
+        lssn = self.lssn
+        entry_id = last_entry_id - len(packets) + 1
+        futures: list[Future[DLSN]] = []
+        results: list[DLSN] = []
+        last_data = None  # (entry id, slot) of the last user or end-of-stream record
+        user_acked = False
+        for futs, slots, dlsn_slot, has_user, _size, _first, _sent in packets:
+            if futs:
+                futures += futs
+                if len(slots) == 1:
+                    results.append(_dlsn_unchecked(lssn, entry_id, slots[0]))
+                else:
+                    results += [_dlsn_unchecked(lssn, entry_id, s) for s in slots]
+            if dlsn_slot >= 0:
+                last_data = (entry_id, dlsn_slot)
+                user_acked = user_acked or has_user
+            entry_id += 1
+        if last_data is not None:
+            with self._ack_lock:
+                self.last_acked_user_dlsn = DLSN(lssn, last_data[0], last_data[1])
+                self._last_acked_data_entry = last_data[0]
+        self._group.resolve(futures, results)
+        if user_acked:
+            for cb in self.on_data_acked:
+                cb()
+
+    def _count_acked(self, packets: list[_Packet]) -> None:
+        stats = self._stats
+        assert stats is not None
+        now = time.perf_counter()
+        for futs, _slots, _dlsn_slot, has_user, size, first, sent in packets:
+            stats.entries += 1
+            stats.bytes += size
+            stats.transmit_latency.observe(now - sent)
+            if has_user:
+                stats.records += len(futs)
+                stats.write_latency.observe(now - first)
+
+    def _set_error(self, err: DLError) -> None:
+        with self._ack_lock:
+            if self.error is None:
+                self.error = err
+                log.warning("log segment %s entered error state: %s", self.lssn, err)
+
+    def wait_inflight(self) -> None:
+        """Wait until every transmitted entry's ack (or failure) has been processed; raise the
+        segment's error if it has one.
+
+        Raises:
+            WriterFencedError, WriteError.
+        """
+        with self._acks_done:
+            self._acks_done.wait_for(lambda: self._settled >= self._transmitted)
+        self.check_writable()
+
+    def cancel_pending(self, cause: DLError) -> None:
+        """Fail buffered (not yet transmitted) records with ``WriteCancelledError``."""
+        err = WriteCancelledError(f"write cancelled: {cause}")
+        err.__cause__ = cause
+        self._group.resolve(self._futs, exc=err)
+        self._builder = EntryBuilder()
+        self._futs = []
+        self._slots = []
+        self._dlsn_slot = -1
+        self._has_user = False
+        self._outstanding_bytes = 0

@@ -1,0 +1,178 @@
+"""DistributedLog's subscriptions store: named reader positions kept in the log's metadata.
+
+Each subscriber's position is one node, ``<log root>/subscribers/<id>``, holding ``dlsn.serialize()``
+(the base64 form), as DistributedLog's ``ZKSubscriptionsStore`` keeps it on ZooKeeper; the embedded
+store keeps the same tree in SQLite. Semantics follow the reference:
+
+* ``advance(id, dlsn)`` only moves a position forward (a lower or equal DLSN changes nothing); it is a
+  versioned compare-and-set, so concurrent advances from several processes never move a position back;
+* a missing subscriber reads as ``None``; a node whose data is not a DLSN reads as
+  ``DLSN.NON_INCLUSIVE_LOWER_BOUND`` (the reference's default commit position);
+* ``delete(id)`` removes the subscriber (and its read lock node, if any).
+
+What the position means is the subscriber's business; this project's Spark source stores the DLSN of the
+next record it will read (the end offset Spark committed), so the records at or after it are the ones
+still to be read.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from storage.errors import (
+    InvalidArgumentError,
+    LogNotFoundError,
+    MetadataVersionError,
+    NodeExistsError,
+    NoNodeError,
+)
+from storage.formats.dlsn import DLSN
+from storage.log.layout import LogPaths, join
+from storage.metastore.base import MetadataStore
+
+__all__ = ["SUBSCRIBERS", "SubscriberLag", "SubscriptionsStore", "validate_subscriber_id"]
+
+log = logging.getLogger(__name__)
+
+#: The child of the log root under which subscribers live (DistributedLog's ``subscribers``).
+SUBSCRIBERS = "subscribers"
+_MAX_ID = 255
+_CAS_TRIES = 64
+
+
+@dataclass(frozen=True)
+class SubscriberLag:
+    """How far one subscriber is behind the end of its log: the user records at or after its position
+    and their stored bytes (exact for whole segments, pro rata by records within the segment the
+    position is in)."""
+
+    subscriber_id: str
+    position: DLSN
+    records_behind: int
+    bytes_behind: int
+
+
+def validate_subscriber_id(subscriber_id: object) -> str:
+    """``subscriber_id`` if it can name a node: a non-empty str of at most 255 characters, without
+    ``/``, control characters, or the names ``.``/``..``.
+
+    Raises:
+        InvalidArgumentError: naming what is wrong.
+    """
+    if not isinstance(subscriber_id, str):
+        raise InvalidArgumentError(f"subscriber id must be a str, got {type(subscriber_id).__name__}")
+    if not subscriber_id or subscriber_id in (".", ".."):
+        raise InvalidArgumentError(f"invalid subscriber id {subscriber_id!r}: empty, '.' or '..'")
+    if len(subscriber_id) > _MAX_ID:
+        raise InvalidArgumentError(f"subscriber id longer than {_MAX_ID} characters: {subscriber_id[:40]!r}...")
+    bad = next((c for c in subscriber_id if c == "/" or ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F), None)
+    if bad is not None:
+        raise InvalidArgumentError(f"invalid subscriber id {subscriber_id!r}: character {bad!r} is not allowed")
+    return subscriber_id
+
+
+def _check_dlsn(dlsn: object) -> DLSN:
+    if not isinstance(dlsn, DLSN):
+        raise InvalidArgumentError(f"a subscriber position must be a DLSN, got {dlsn!r}")
+    if dlsn < DLSN.NON_INCLUSIVE_LOWER_BOUND:
+        raise InvalidArgumentError(f"invalid subscriber position {dlsn}: below {DLSN.NON_INCLUSIVE_LOWER_BOUND}")
+    return dlsn
+
+
+def _parse(path: str, data: bytes) -> DLSN:
+    try:
+        return DLSN.deserialize(data)
+    except InvalidArgumentError:
+        log.warning("subscriber position at %s is not a DLSN (%r): read as %s", path, data[:40], "1,0,-1")
+        return DLSN.NON_INCLUSIVE_LOWER_BOUND
+
+
+class SubscriptionsStore:
+    """The subscribers of one log (``dlm.subscriptions()``)."""
+
+    def __init__(self, store: MetadataStore, paths: LogPaths) -> None:
+        self._store = store
+        self._paths = paths
+        self._root = join(paths.root, SUBSCRIBERS)
+
+    @property
+    def log_name(self) -> str:
+        return self._paths.name
+
+    def _path(self, subscriber_id: str) -> str:
+        return join(self._root, validate_subscriber_id(subscriber_id))
+
+    def _check_log(self) -> None:
+        if self._store.exists(self._paths.ledgers) is None:
+            raise LogNotFoundError(f"log {self._paths.name!r} does not exist")
+
+    def get(self, subscriber_id: str) -> DLSN | None:
+        """The subscriber's position, or None if it has none.
+
+        Raises:
+            InvalidArgumentError: a bad id. LogNotFoundError. MetadataError.
+        """
+        path = self._path(subscriber_id)
+        try:
+            return _parse(path, self._store.get(path).value)
+        except NoNodeError:
+            self._check_log()
+            return None
+
+    def list(self) -> dict[str, DLSN]:
+        """Every subscriber's position, by id (sorted).
+
+        Raises:
+            LogNotFoundError. MetadataError.
+        """
+        try:
+            ids = sorted(self._store.children(self._root))
+        except NoNodeError:
+            self._check_log()
+            return {}
+        values = self._store.get_many([join(self._root, i) for i in ids])
+        return {i: _parse(join(self._root, i), v.value) for i, v in zip(ids, values, strict=True) if v is not None}
+
+    def advance(self, subscriber_id: str, dlsn: DLSN) -> bool:
+        """Move the subscriber's position to ``dlsn`` if that is further than where it is (a new
+        subscriber starts there). True if the position moved.
+
+        Raises:
+            InvalidArgumentError: a bad id or DLSN. LogNotFoundError. MetadataError.
+        """
+        path = self._path(subscriber_id)
+        target = _check_dlsn(dlsn)
+        data = target.serialize().encode("ascii")
+        for _ in range(_CAS_TRIES):
+            try:
+                cur = self._store.get(path)
+            except NoNodeError:
+                self._check_log()
+                try:
+                    self._store.create(path, data, make_parents=True)
+                    return True
+                except NodeExistsError:
+                    continue  # another process created it: compare with its value
+            if target <= _parse(path, cur.value):
+                return False
+            try:
+                self._store.set(path, data, cur.version)
+                return True
+            except (MetadataVersionError, NoNodeError):
+                continue  # changed or deleted meanwhile: read again
+        raise MetadataVersionError(f"subscriber {subscriber_id!r} of log {self._paths.name!r} kept changing")
+
+    def delete(self, subscriber_id: str) -> bool:
+        """Remove the subscriber (and its read lock node); True if it existed.
+
+        Raises:
+            InvalidArgumentError: a bad id. LogNotFoundError. MetadataError.
+        """
+        path = self._path(subscriber_id)
+        try:
+            self._store.delete(path, recursive=True)
+            return True
+        except NoNodeError:
+            self._check_log()
+            return False

@@ -1,0 +1,217 @@
+"""Ownership, recovery and the segment lifecycle of one log (``BKLogWriteHandler``).
+
+* **Ownership**: the handler takes the log's write lock (``<root>/lock``) for its whole life.
+* **Recovery** (spec §6.1): every in-progress segment left by a dead or fenced writer is
+  fenced in the segment store, its real last record is read back, and its metadata is
+  completed from it. A ledger that was allocated but never attached to a segment (the writer
+  died between the two steps) is deleted.
+* **Start** (§6.2): txid sanity against ``/maxtxid``, the next LSSN, a fresh ledger recorded in
+  ``/allocation`` first (so a crash cannot leak it), then one versioned multi.
+* **Complete** (§4.4, §6.6): seal the ledger, compute the start sequence id, one multi.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from storage.config import Config
+from storage.errors import (
+    EndOfStreamError,
+    IllegalStateError,
+    LedgerNotFoundError,
+    TransactionIdOutOfOrderError,
+    UnexpectedError,
+)
+from storage.formats.dlsn import DLSN
+from storage.formats.entry import decode_entry
+from storage.formats.record import INVALID_TXID, MAX_TXID, LogRecordWithDLSN
+from storage.formats.segment_metadata import LogSegmentMetadata, compute_start_sequence_id
+from storage.log.layout import LogMetadata
+from storage.metastore.base import OwnershipLock
+from storage.segstore.base import NO_ENTRY, LedgerWriter, SegmentStore
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def last_record_of_ledger(
+    segstore: SegmentStore, seg: LogSegmentMetadata, last_entry: int, *, include_control: bool, include_eos: bool = True
+) -> LogRecordWithDLSN | None:
+    """Scan backwards from ``last_entry`` for the last record of the segment (spec §6.1, §7.5).
+
+    Raises:
+        CorruptedEntryError, SegmentStoreError.
+    """
+    batch = 2
+    hi = last_entry
+    while hi >= 0:
+        lo = max(0, hi - batch + 1)
+        entries = list(segstore.read_entries(seg.ledger_id, lo, hi))
+        for entry_id, data in reversed(entries):
+            recs = decode_entry(data, seg.lssn, entry_id, 0, envelope=seg.envelope_entries)
+            for r in reversed(recs):
+                if r.is_control and not include_control:
+                    continue
+                if r.is_end_of_stream and not include_eos:
+                    continue
+                return r
+        hi = lo - 1
+        batch = min(batch * 2, 16)
+    return None
+
+
+class WriteHandler:
+    """Segment lifecycle of one log, under its write lock."""
+
+    def __init__(self, meta: LogMetadata, segstore: SegmentStore, conf: Config, lock: OwnershipLock | None) -> None:
+        self.meta = meta
+        self.segstore = segstore
+        self.conf = conf
+        self.lock = lock
+        self.last_rollover_ms = now_ms()
+
+    @property
+    def name(self) -> str:
+        return self.meta.paths.name
+
+    def check_ownership(self) -> None:
+        """Raises LockingError if the write lock was lost (spec: before every start/complete/transmit)."""
+        if self.lock is not None:
+            self.lock.check()
+
+    # --- recovery -------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Complete every in-progress segment; returns the log's last txid (-1 if none).
+
+        Raises:
+            LockingError, UnexpectedError (unrecoverable corruption), DLError from the stores.
+        """
+        self.check_ownership()
+        self._cleanup_allocation()
+        last_txid = -1
+        for seg in self.meta.segments():
+            if seg.in_progress:
+                seg = self.recover_segment(seg)
+            last_txid = max(last_txid, seg.last_txid)
+        completed = [s for s in self.meta.segments() if not s.in_progress]
+        if completed:
+            self.last_rollover_ms = max(s.completion_time_ms for s in completed)
+        return last_txid
+
+    def recover_segment(self, seg: LogSegmentMetadata) -> LogSegmentMetadata:
+        """Fence the segment's ledger and complete its metadata from its real last record."""
+        try:
+            last_entry = self.segstore.fence(seg.ledger_id)
+        except LedgerNotFoundError:
+            last_entry = NO_ENTRY
+        rec = None
+        if last_entry >= 0:
+            rec = last_record_of_ledger(self.segstore, seg, last_entry, include_control=True)
+        if rec is None:
+            last_txid, count, last_dlsn = seg.first_txid, 0, DLSN(seg.lssn, -1, -1)
+        else:
+            if rec.txid == INVALID_TXID:
+                raise UnexpectedError(f"unrecoverable corruption in log segment {seg.lssn} of {self.name!r}")
+            last_txid, count, last_dlsn = rec.txid, rec.last_position_within_segment, rec.dlsn
+            user = last_record_of_ledger(self.segstore, seg, last_entry, include_control=False, include_eos=True)
+            if user is not None:  # improvement over §6.1: point lastDLSN at the last user (or EoS) record
+                last_dlsn = user.dlsn
+        log.info("recovering log segment %s of %r: last txid %s, %s records", seg.lssn, self.name, last_txid, count)
+        return self._complete(seg, last_txid, count, last_dlsn)
+
+    def _cleanup_allocation(self) -> None:
+        alloc = self.meta.allocation()
+        if not alloc.value:
+            return
+        ledger_id = int(alloc.value)
+        if all(s.ledger_id != ledger_id for s in self.meta.segments()):
+            self.segstore.delete_ledger(ledger_id)
+        self.meta.set_allocation(None, alloc.version)
+
+    # --- start ----------------------------------------------------------------------------
+    def start_segment(self, txid: int, *, for_eos: bool = False) -> tuple[LogSegmentMetadata, LedgerWriter]:
+        """Start a new in-progress segment with first txid ``txid``; returns it and its ledger.
+
+        Raises:
+            TransactionIdOutOfOrderError, EndOfStreamError, IllegalStateError, LockingError,
+            MetadataVersionError (lost a race: another writer), DLError from the stores.
+        """
+        self.check_ownership()
+        if txid < 0 or (txid == MAX_TXID and not for_eos):
+            raise TransactionIdOutOfOrderError(f"invalid transaction id {txid}", txid=txid)
+        max_txid = self.meta.max_txid()
+        if txid < max_txid.value:
+            if max_txid.value == MAX_TXID:
+                raise EndOfStreamError(f"log {self.name!r} was marked end of stream: no more writes")
+            raise TransactionIdOutOfOrderError(
+                f"transaction id {txid} is below the log's last transaction id {max_txid.value}",
+                txid=txid,
+                last_txid=max_txid.value,
+            )
+        max_lssn = self.meta.max_lssn()
+        segments = self.meta.segments()
+        if any(s.in_progress for s in segments):
+            raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
+        nxt = self._next_lssn(segments)
+        if (segments or max_lssn.value != 0) and max_lssn.value + 1 != nxt:
+            raise IllegalStateError(
+                f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
+            )
+        alloc = self.meta.allocation()
+        # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
+        # that recovery (_cleanup_allocation) does not know about
+        ledger_id = self.segstore.allocate_ledger_id()
+        alloc_version = self.meta.set_allocation(ledger_id, alloc.version)
+        ledger = self.segstore.create_ledger(ledger_id)
+        try:
+            seg = LogSegmentMetadata.new_inprogress(
+                path=self.meta.paths.segment(LogSegmentMetadata.inprogress_name(nxt)),
+                version=self.conf.get("ledgerMetadataLayoutVersion"),
+                ledger_id=ledger.ledger_id,
+                first_txid=txid,
+                lssn=nxt,
+                region_id=0,
+            )
+            self.meta.start_segment(seg, max_lssn, max_txid, alloc_version)
+        except BaseException:
+            ledger.abort()
+            self.segstore.delete_ledger(ledger.ledger_id)
+            raise
+        return seg, ledger
+
+    def _next_lssn(self, segments: list[LogSegmentMetadata]) -> int:
+        desc = sorted(segments, key=LogSegmentMetadata.sort_key, reverse=True)
+        for i, s in enumerate(desc):
+            if s.version >= 2:
+                return s.lssn + i + 1
+        return int(self.conf.get("firstLogsegmentSequenceNumber"))
+
+    # --- complete -------------------------------------------------------------------------
+    def complete_segment(self, seg: LogSegmentMetadata, last_txid: int, count: int, last_dlsn: DLSN) -> None:
+        """Complete an in-progress segment written by this handler.
+
+        Raises:
+            LockingError, MetadataError.
+        """
+        self.check_ownership()
+        self._complete(seg, last_txid, count, last_dlsn)
+        self.last_rollover_ms = now_ms()
+
+    def _complete(self, seg: LogSegmentMetadata, last_txid: int, count: int, last_dlsn: DLSN) -> LogSegmentMetadata:
+        segments = self.meta.segments()
+        start_seq = compute_start_sequence_id(segments, seg)
+        done = seg.complete(
+            last_txid=last_txid,
+            record_count=count,
+            last_entry_id=last_dlsn.entry_id,
+            last_slot_id=last_dlsn.slot_id,
+            completion_time_ms=now_ms(),
+            start_sequence_id=start_seq,
+            path=self.meta.paths.segment(LogSegmentMetadata.completed_name(seg.lssn)),
+        )
+        self.meta.complete_segment(seg, done)
+        return done

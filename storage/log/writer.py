@@ -1,0 +1,486 @@
+"""The public writers: :class:`AsyncLogWriter` (``BKAsyncLogWriter``) and :class:`LogWriter`
+(``BKSyncLogWriter``).
+
+One writer per log: opening one takes the log's write lock and recovers any in-progress
+segment left behind (spec §6.1). Records are buffered into entries (``writerOutputBufferSize``)
+and become durable when their entry is appended; they become *visible* to readers once a
+control record follows them (``flush()``, ``enableImmediateFlush``,
+``periodicFlushFrequencyMilliSeconds``). Segments roll by time (``logSegmentRollingMinutes``
+> 0) or else by size (``maxLogSegmentBytes``).
+
+Deliberate differences from the reference, for safety:
+
+* transaction ids must be non-decreasing across the whole log, also within a segment (the
+  reference only logs a decreasing txid inside a segment);
+* a fenced writer stays fenced: every later write raises ``WriterFencedError`` (the reference
+  may try to start a new segment, which only a lock owner could do);
+* a roll happens before the record that triggers it, so the new segment's first txid is that
+  record's (the reference's sync writer does the same; its async writer reuses the previous
+  segment's last txid).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future
+
+from storage.common.futures import OutstandingWrites
+from storage.common.stats import WriterStats, writer_stats
+from storage.config import Config
+from storage.errors import (
+    AlreadyClosedError,
+    DLError,
+    EndOfStreamError,
+    InvalidArgumentError,
+    LogRecordTooLongError,
+    TransactionIdOutOfOrderError,
+    WriterFencedError,
+)
+from storage.formats.dlsn import DLSN
+from storage.formats.entry import codec_from_name
+from storage.formats.record import CONTROL, END_OF_STREAM, MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE, LogRecord
+from storage.log import retention
+from storage.log.limits import WriteLimiter, WriteLimits
+from storage.log.segment_writer import SegmentWriter
+from storage.log.write_handler import WriteHandler, now_ms
+
+log = logging.getLogger(__name__)
+
+_WRITER_FLAGS = CONTROL | END_OF_STREAM  # records only the writer itself writes
+_MAX_PAYLOAD = MAX_LOGRECORD_SIZE - RECORD_HEADER_SIZE
+
+
+def _done(value: object = None, exc: BaseException | None = None) -> Future:  # type: ignore[type-arg]
+    f: Future = Future()  # type: ignore[type-arg]
+    if exc is not None:
+        f.set_exception(exc)
+    else:
+        f.set_result(value)
+    return f
+
+
+class AsyncLogWriter:
+    """Writes records to one log; each write returns a future resolving to its DLSN."""
+
+    def __init__(
+        self,
+        handler: WriteHandler,
+        conf: Config,
+        *,
+        on_close: object = None,
+        outstanding: OutstandingWrites | None = None,
+    ) -> None:
+        self._h = handler
+        self._conf = conf
+        #: Outstanding-write accounting (perWriterOutstandingWriteLimit / globalOutstandingWriteLimit).
+        self.outstanding = outstanding
+        self._lock = threading.RLock()
+        self._seg: SegmentWriter | None = None
+        self._closed = False
+        self._stream_ended = False
+        self._fenced: WriterFencedError | None = None
+        self._on_close = on_close
+        self._codec = codec_from_name(str(conf.get("compressionType")))
+        self._threshold = int(conf.get("writerOutputBufferSize"))
+        self._roll_minutes = float(conf.get("logSegmentRollingMinutes"))
+        self._max_bytes = int(conf.get("maxLogSegmentBytes"))
+        self._immediate = bool(conf.get("enableImmediateFlush"))
+        limits = WriteLimits.from_conf(conf.get)
+        #: rps/bps soft and hard write limits (None while none is set; see :mod:`storage.log.limits`).
+        self.limiter: WriteLimiter | None = WriteLimiter(handler.name, limits) if limits.active else None
+        #: This stream's stats in this process (None with ``enableStats=false``).
+        self.stats: WriterStats | None = writer_stats(handler.name) if conf.get("enableStats") else None
+        if self.stats is not None:
+            self.stats.attach(self)
+        self._purger = retention.TtlPurger(handler.meta, handler.segstore, conf)
+        self._last_txid = handler.recover()
+        self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
+        self._stop = threading.Event()
+        self._commit_wanted = threading.Event()
+        if self._immediate:
+            threading.Thread(target=self._immediate_commits, name=f"dl-commit-{handler.name}", daemon=True).start()
+        self._flusher: threading.Thread | None = None
+        self._flush_interval_s = 0.0
+        self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
+
+    def _set_flush_frequency(self, freq_ms: int) -> None:
+        """Flush every ``freq_ms / 2`` ms (as the reference); 0 stops the flusher (``_lock`` held or init)."""
+        self._flush_interval_s = freq_ms / 2000.0 if freq_ms > 0 else 0.0
+        if freq_ms > 0 and (self._flusher is None or not self._flusher.is_alive()):
+            self._flusher = threading.Thread(target=self._periodic_flush, name=f"dl-flush-{self._h.name}", daemon=True)
+            self._flusher.start()
+
+    def reconfigure(self, conf: Config) -> None:
+        """Apply the dynamic keys of ``conf`` to this running writer (DistributedLog's dynamic
+        configuration): the rps/bps write limits, ``writerOutputBufferSize``,
+        ``periodicFlushFrequencyMilliSeconds`` and ``logSegmentRetentionHours``. Other keys apply
+        when the log is next opened."""
+        with self._lock:
+            limits = WriteLimits.from_conf(conf.get)
+            if not limits.active:
+                self.limiter = None
+            elif self.limiter is None:
+                self.limiter = WriteLimiter(self._h.name, limits)
+            else:
+                self.limiter.reconfigure(limits)
+            self._threshold = int(conf.get("writerOutputBufferSize"))
+            if self._seg is not None:
+                self._seg.set_transmit_threshold(self._threshold)
+            self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
+            self._purger.set_retention_hours(float(conf.get("logSegmentRetentionHours")))
+
+    # --- public API -----------------------------------------------------------------------
+    @property
+    def stream_name(self) -> str:
+        return self._h.name
+
+    def write(self, record: LogRecord) -> Future[DLSN]:
+        """Buffer a record; the future resolves to its DLSN once durable.
+
+        Errors are raised at once for bad input and state (``TransactionIdOutOfOrderError``,
+        ``LogRecordTooLongError``, ``EndOfStreamError``, ``AlreadyClosedError``,
+        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``) and for a write over a
+        hard rate limit or the outstanding-write limit (``OverCapacityError``: nothing of it was
+        buffered); the future fails with ``WriterFencedError``/``TransmitError``/
+        ``WriteCancelledError`` if the append does.
+        """
+        with self._lock:
+            self._check_record(record)
+            if self.outstanding is not None or self.limiter is not None:
+                return self._write_counted([record])[0]
+            fut = self._segment_for(record.txid).write(record)
+            self._last_txid = record.txid
+            return fut
+
+    def write_bulk(self, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
+        """Write several records in order; see :meth:`write`. Every record is checked, and the
+        rate and outstanding-write limits admit the whole call, before any record is buffered:
+        all of them or none (``OverCapacityError``)."""
+        recs = list(records)
+        with self._lock:
+            last = self._last_txid
+            for r in recs:  # validate everything first: nothing half-written on bad input
+                self._check_record(r, last_txid=last)
+                last = r.txid
+            return self._write_counted(recs)
+
+    def _write_counted(self, recs: list[LogRecord]) -> list[Future[DLSN]]:
+        """Admit ``recs`` (checked) against the outstanding-write and rate limits, all or none,
+        then buffer them (``_lock`` held). Raises OverCapacityError with nothing taken."""
+        counter = self.outstanding
+        if counter is not None:
+            counter.acquire(len(recs))  # all or none (OverCapacityError)
+        written = 0
+        try:
+            if self.limiter is not None and recs:
+                self.limiter.acquire(len(recs), sum(len(r.payload) for r in recs))
+            out = []
+            for r in recs:
+                out.append(self._segment_for(r.txid).write(r))
+                self._last_txid = r.txid
+                written += 1
+            return out
+        except BaseException:
+            if counter is not None:
+                counter.release(len(recs) - written)
+            raise
+
+    def flush(self) -> Future[DLSN]:
+        """Transmit buffered records and commit them (make them visible); the future
+        resolves to the DLSN of the last user record acknowledged (``DLSN.INVALID`` if none)."""
+        t0 = time.perf_counter()
+        try:
+            return _done(self._flush_and_commit())
+        except DLError as e:
+            if self.stats is not None:
+                self.stats.error(e)
+            return _done(exc=e)
+        finally:
+            if self.stats is not None:
+                self.stats.flush_latency.observe(time.perf_counter() - t0)
+
+    def truncate(self, dlsn: DLSN) -> Future[bool]:
+        """Mark everything before ``dlsn`` truncated (spec §6.8). The future fails with
+        ``InvalidArgumentError``/``IllegalStateError``/``LockingError``/``MetadataError``."""
+        try:
+            with self._lock:
+                self._check_open()
+                self._h.check_ownership()
+                return _done(retention.truncate(self._h.meta, dlsn))
+        except DLError as e:
+            return _done(exc=e)
+
+    def mark_end_of_stream(self) -> DLSN:
+        """Seal the log with an end-of-stream record and commit it; later writes raise
+        ``EndOfStreamError``. Calling it twice is fine.
+
+        Raises:
+            AlreadyClosedError, WriterFencedError, LockingError.
+        """
+        with self._lock:
+            self._check_open()
+            if self._stream_ended:
+                return DLSN.INVALID
+            if self._seg is None:
+                self._start_segment(MAX_TXID, for_eos=True)
+            assert self._seg is not None
+            if self.outstanding is not None:
+                self.outstanding.acquire(check=False)  # its future settles like a write's
+            try:
+                fut = self._seg.write_end_of_stream()
+            except BaseException:
+                if self.outstanding is not None:
+                    self.outstanding.release(1)
+                raise
+            self._stream_ended = True
+            self._flush_and_commit()
+            return fut.result()
+
+    def close(self) -> None:
+        """Commit what is buffered, complete the segment and release ownership. Errors
+        (e.g. the writer was fenced) are logged, not raised: the next owner recovers."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if self._seg is not None and self._fenced is None:
+                    self._complete_current()
+            except DLError as e:
+                log.warning("closing writer of %r: segment left for recovery: %s", self._h.name, e)
+                if self._seg is not None:
+                    self._seg.cancel_pending(e)
+                    self._seg.ledger.abort()
+            finally:
+                self._shutdown()
+
+    def abort(self) -> None:
+        """Stop without completing the segment (it stays in progress for the next owner)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._seg is not None:
+                self._seg.cancel_pending(AlreadyClosedError("writer aborted"))
+                self._seg.ledger.abort()
+            self._shutdown()
+
+    def __enter__(self) -> AsyncLogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- internals ------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        self._closed = True
+        self._stop.set()
+        self._commit_wanted.set()
+        self._seg = None
+        if self._h.lock is not None:
+            self._h.lock.release()
+        if self.stats is not None:
+            self.stats.detach(self)
+        if callable(self._on_close):
+            self._on_close(self)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError(f"writer of {self._h.name!r} is closed")
+        if self._fenced is not None:
+            raise WriterFencedError(f"writer of {self._h.name!r} was fenced: {self._fenced}")
+
+    def _check_record(self, record: object, *, last_txid: int | None = None) -> None:
+        # Runs once per record: the common case is a few attribute reads and comparisons.
+        if self._closed or self._fenced is not None:
+            self._check_open()
+        if self._stream_ended:
+            raise EndOfStreamError(f"log {self._h.name!r} was marked end of stream: no more writes")
+        if type(record) is not LogRecord and not isinstance(record, LogRecord):
+            raise InvalidArgumentError(f"write needs a storage.LogRecord, got {type(record).__name__}")
+        if record.flags & _WRITER_FLAGS:
+            raise InvalidArgumentError(
+                "control and end-of-stream records are written by the writer, not the application"
+            )
+        txid = record.txid
+        last = self._last_txid if last_txid is None else last_txid
+        if type(txid) is not int or not 0 <= txid < MAX_TXID:
+            raise TransactionIdOutOfOrderError(f"invalid transaction id {txid}", txid=txid, last_txid=last)
+        if txid < last:
+            raise TransactionIdOutOfOrderError(
+                f"transaction id {txid} is below the last written {last} on log {self._h.name!r}",
+                txid=txid,
+                last_txid=last,
+            )
+        if len(record.payload) > _MAX_PAYLOAD:
+            raise LogRecordTooLongError(
+                f"record of {record.persistent_size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
+            )
+        self._h.check_ownership()  # LockingError: lost, or (retriable) unconfirmable while disconnected
+
+    def _segment_for(self, txid: int) -> SegmentWriter:
+        seg = self._seg
+        if seg is None:
+            return self._start_segment(txid)
+        if seg.error is not None:
+            self._note_error(seg)
+            seg.check_writable()
+        if seg.num_user_records > 0 and self._should_roll(seg):
+            self._complete_current()
+            if self.stats is not None:
+                self.stats.rolls += 1
+            return self._start_segment(txid)
+        return seg
+
+    def _note_error(self, seg: SegmentWriter) -> None:
+        if isinstance(seg.error, WriterFencedError) and self._fenced is None:
+            self._fenced = seg.error
+
+    def _should_roll(self, seg: SegmentWriter) -> bool:
+        if self._roll_minutes > 0:
+            return now_ms() - self._h.last_rollover_ms > self._roll_minutes * 60_000
+        return seg.ledger.bytes_written > self._max_bytes
+
+    def _start_segment(self, txid: int, *, for_eos: bool = False) -> SegmentWriter:
+        meta, ledger = self._h.start_segment(txid, for_eos=for_eos)
+        seg = SegmentWriter(
+            meta,
+            ledger,
+            codec=self._codec,
+            transmit_threshold=self._threshold,
+            last_txid=txid,
+            on_settled=self.outstanding.release if self.outstanding is not None else None,
+            stats=self.stats,
+        )
+        if self._immediate:
+            seg.on_data_acked.append(self._commit_wanted.set)
+        self._seg = seg
+        self._purger.trigger(now_ms())
+        return seg
+
+    def _immediate_commits(self) -> None:
+        # enableImmediateFlush: after data is acknowledged, publish it with a control record.
+        # Acks arrive on the segment store's commit thread, which must never wait for the
+        # writer lock, so they only set an event; this thread coalesces them into commits.
+        while True:
+            self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            if self._stop.is_set():
+                return
+            try:
+                with self._lock:
+                    seg = self._seg
+                    if seg is not None and not self._closed and seg.error is None and seg.needs_control():
+                        seg.write_control()
+            except DLError as e:  # surfaced to the user by the next write/flush
+                log.debug("immediate flush of %r: %s", self._h.name, e)
+
+    def _flush_and_commit(self) -> DLSN:
+        with self._lock:
+            self._check_open()
+            self._h.check_ownership()
+            seg = self._seg
+            if seg is None:
+                return DLSN.INVALID
+            try:
+                seg.transmit()
+                seg.wait_inflight()
+                if seg.needs_control():
+                    seg.write_control()
+                    seg.wait_inflight()
+            except WriterFencedError:
+                self._note_error(seg)
+                raise
+            return seg.last_acked_user_dlsn
+
+    def _complete_current(self) -> None:
+        seg = self._seg
+        assert seg is not None
+        self._flush_and_commit()
+        seg.ledger.close()
+        if seg.stream_ended:
+            last_txid = MAX_TXID
+        elif seg.num_user_records > 0:
+            last_txid = seg.last_txid
+        else:
+            last_txid = seg.metadata.first_txid
+        last = seg.last_acked_user_dlsn
+        if last == DLSN.INVALID:
+            last = DLSN(seg.lssn, -1, -1)
+        self._h.complete_segment(seg.metadata, last_txid, seg.position, last)
+        self._seg = None
+
+    def _periodic_flush(self) -> None:
+        while True:
+            interval_s = self._flush_interval_s
+            if interval_s <= 0 or self._stop.wait(interval_s):
+                return  # switched off (dynamic configuration) or closed
+            try:
+                with self._lock:
+                    seg = self._seg
+                    if self._closed or seg is None or seg.error is not None:
+                        continue
+                    if seg.has_pending():
+                        seg.transmit()
+                    elif seg.needs_control():
+                        seg.write_control()
+            except DLError as e:  # surfaced to the user by the next write/flush
+                log.debug("periodic flush of %r: %s", self._h.name, e)
+
+
+class LogWriter:
+    """The synchronous writer: ``write`` buffers, ``flush`` makes everything durable and visible."""
+
+    def __init__(self, inner: AsyncLogWriter) -> None:
+        self._w = inner
+        self._futures: list[Future[DLSN]] = []
+
+    def write(self, record: LogRecord) -> None:
+        """Buffer a record. Raises as :meth:`AsyncLogWriter.write`."""
+        self._futures.append(self._w.write(record))
+        if len(self._futures) > 4096:
+            self._futures = [f for f in self._futures if not f.done() or f.exception() is not None]
+
+    def write_bulk(self, records: Iterable[LogRecord]) -> None:
+        """Buffer several records (all validated before any is buffered)."""
+        self._futures.extend(self._w.write_bulk(records))
+
+    def flush(self) -> DLSN:
+        """Make everything written so far durable and visible; returns the DLSN of the last
+        user record (``DLSN.INVALID`` if nothing was written).
+
+        Raises:
+            WriterFencedError, TransmitError, AlreadyClosedError, LockingError.
+        """
+        last = self._w.flush().result()
+        futures, self._futures = self._futures, []
+        for f in futures:
+            exc = f.exception()
+            if exc is not None:
+                raise exc
+        return last
+
+    def mark_end_of_stream(self) -> None:
+        """Seal the log (end-of-stream record), then complete the segment."""
+        self._w.mark_end_of_stream()
+        with self._w._lock:
+            if self._w._seg is not None:
+                self._w._complete_current()
+
+    def truncate(self, dlsn: DLSN) -> bool:
+        """Mark everything before ``dlsn`` truncated; see :meth:`AsyncLogWriter.truncate`."""
+        return self._w.truncate(dlsn).result()
+
+    def close(self) -> None:
+        """Flush, complete the segment and release ownership."""
+        self._w.close()
+
+    def abort(self) -> None:
+        self._w.abort()
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
