@@ -124,28 +124,14 @@ def remove_base(base: Path, created_parent: bool) -> None:
             pass
 
 
-def local_spark_session(master: str, *, quiet_progress: bool = False) -> Any:
-    """A local SparkSession for the Spark benches: Python workers run this interpreter and import
-    this checkout, everything binds to loopback, no UI, 4 shuffle partitions."""
-    import os
+def local_spark_session(master: str) -> Any:
+    """A local SparkSession for the Spark benches (:func:`dl_spark.session.spark_session`: Python workers run
+    this interpreter and import this checkout, loopback, no UI, no progress bars), 4 shuffle partitions."""
+    from dl_spark.session import spark_session
 
-    root = str(Path(__file__).resolve().parents[1])
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # stay on loopback
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master(master)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
+    return spark_session(
+        master, app_name="distributedlog-bench", shuffle_partitions=4, pythonpath=[str(REPO)], log_level="ERROR"
     )
-    if quiet_progress:
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
-    return builder.config("spark.sql.shuffle.partitions", "4").getOrCreate()
 
 
 def segstore_read(store: Any, ledgers: Sequence[tuple[int, int]]) -> int:

@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         uri = f"distributedlog-local://{work / 'ns'}"
         with storage.open_namespace(uri) as ns:
             ns.create_log("in")
-        spark = local_spark_session(args.master, quiet_progress=True)
+        spark = local_spark_session(args.master)
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(consume_sink())
         rows = []

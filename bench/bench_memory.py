@@ -72,7 +72,7 @@ elif mode == "arrow":
 elif mode == "spark":
     sys.path.insert(0, os.path.join(sys.argv[1], "bench"))
     from _common import local_spark_session
-    spark = local_spark_session("local[2]", quiet_progress=True)
+    spark = local_spark_session("local[2]")
     df = spark.read.format("distributedlog").option("uri", uri).option("streams", "mem").load()
     count = df.count()
     df.write.format("noop").mode("overwrite").save()

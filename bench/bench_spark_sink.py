@@ -96,7 +96,7 @@ def main() -> None:
 
     from pyspark.sql import functions as sf
 
-    spark = local_spark_session(args.master, quiet_progress=True)
+    spark = local_spark_session(args.master)
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(ceiling_sink())
 

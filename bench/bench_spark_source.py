@@ -209,7 +209,7 @@ def main() -> None:
 
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    spark = local_spark_session(args.master, quiet_progress=True)
+    spark = local_spark_session(args.master)
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(trivial_source())
     spark.dataSource.register(ceiling_source())

@@ -7,7 +7,8 @@ any SparkSession once this project is installed: Spark finds the top-level modul
 session whose Python cannot see that module, e.g. an un-installed checkout).
 
 Spark's Python workers must run the interpreter that has this package: from a virtualenv, set
-``spark.pyspark.python`` (and ``spark.pyspark.driver.python``) to ``sys.executable``.
+``spark.pyspark.python`` (and ``spark.pyspark.driver.python``) to ``sys.executable``, or make the session with
+:func:`spark_session`, which does that and binds the driver to loopback.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from dl_spark.errors import DataLossError, QueryFencedError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, dlsn_to_offset, encode_offsets, offset_to_dlsn
 from dl_spark.reading import SCHEMA, SCHEMA_DDL
+from dl_spark.session import spark_session
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, last_commit
 from dl_spark.source import DistributedLogDataSource, DistributedLogReader, DistributedLogStreamReader
 
@@ -39,6 +41,7 @@ __all__ = [
     "last_commit",
     "offset_to_dlsn",
     "register",
+    "spark_session",
 ]
 
 

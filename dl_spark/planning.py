@@ -62,35 +62,17 @@ class Slice:
 
 @dataclass(frozen=True)
 class PartitionSpec:
-    """One planned partition: positions ``first_pos..last_pos`` (inclusive) of one segment, found in
-    entries ``first_entry..last_entry``."""
+    """One planned partition: a slice of one segment of log ``log`` (user records ``slice.first_pos..
+    slice.last_pos``, inclusive, found in entries ``slice.first_entry..slice.last_entry``): exactly what
+    :meth:`storage.LogManager.read_arrow_slice` reads."""
 
     log: str
-    lssn: int
-    ledger_id: int
-    envelope: bool
-    start_sequence_id: int
-    first_entry: int
-    last_entry: int
-    first_pos: int
-    last_pos: int
+    slice: SegmentSlice
 
     @property
     def size(self) -> int:
-        return self.last_pos - self.first_pos + 1
-
-    def segment_slice(self) -> SegmentSlice:
-        """What the log needs to read this partition (:meth:`storage.LogManager.read_arrow_slice`)."""
-        return SegmentSlice(
-            lssn=self.lssn,
-            ledger_id=self.ledger_id,
-            envelope=self.envelope,
-            start_sequence_id=self.start_sequence_id,
-            first_entry=self.first_entry,
-            last_entry=self.last_entry,
-            first_pos=self.first_pos,
-            last_pos=self.last_pos,
-        )
+        """The number of user records in the partition."""
+        return self.slice.last_pos - self.slice.first_pos + 1
 
 
 class _Cols:
@@ -390,14 +372,16 @@ def plan_partitions(
             out.append(
                 PartitionSpec(
                     log=insp.name,
-                    lssn=seg.lssn,
-                    ledger_id=seg.ledger_id,
-                    envelope=seg.envelope_entries,
-                    start_sequence_id=seg.effective_start_sequence_id,
-                    first_entry=min(first_entry, last_entry),
-                    last_entry=last_entry,
-                    first_pos=pos,
-                    last_pos=last_pos,
+                    slice=SegmentSlice(
+                        lssn=seg.lssn,
+                        ledger_id=seg.ledger_id,
+                        envelope=seg.envelope_entries,
+                        start_sequence_id=seg.effective_start_sequence_id,
+                        first_entry=min(first_entry, last_entry),
+                        last_entry=last_entry,
+                        first_pos=pos,
+                        last_pos=last_pos,
+                    ),
                 )
             )
             pos = last_pos + 1

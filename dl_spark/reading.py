@@ -79,7 +79,7 @@ ARROW_SCHEMA = _arrow_schema()
 
 @dataclass(frozen=True)
 class LogSlicePartition(InputPartition):
-    """An input partition: user records ``spec.first_pos..spec.last_pos`` of one log segment, with
+    """An input partition: user records ``spec.slice.first_pos..spec.slice.last_pos`` of one log segment, with
     what ``read`` needs to go straight to the segment store (picklable, plain values)."""
 
     uri: str
@@ -88,9 +88,9 @@ class LogSlicePartition(InputPartition):
     conf: tuple[tuple[str, Any], ...] = field(default=())
 
     def __repr__(self) -> str:
-        s = self.spec
+        log, s = self.spec.log, self.spec.slice
         return (
-            f"LogSlicePartition({s.log!r}, lssn={s.lssn}, positions={s.first_pos}..{s.last_pos}, "
+            f"LogSlicePartition({log!r}, lssn={s.lssn}, positions={s.first_pos}..{s.last_pos}, "
             f"entries={s.first_entry}..{s.last_entry})"
         )
 
@@ -104,14 +104,14 @@ def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Ite
         CorruptedEntryError, SegmentStoreError, MetadataError: from the stores.
         NamespaceNotFoundError: the namespace is gone (a reader never creates it).
     """
-    spec = part.spec
+    spec, s = part.spec, part.spec.slice
     dlm = _handles.log_manager(part.uri, spec.log, dict(part.conf), create=False)
-    batches = dlm.read_arrow_slice(spec.segment_slice(), batch_rows=batch_rows)
+    batches = dlm.read_arrow_slice(s, batch_rows=batch_rows)
     try:
         first = next(batches, None)
     except LedgerNotFoundError:
         msg = (
-            f"log {spec.log!r}: log segment {spec.lssn} (positions {spec.first_pos}..{spec.last_pos}) "
+            f"log {spec.log!r}: log segment {s.lssn} (positions {s.first_pos}..{s.last_pos}) "
             "was purged before it could be read"
         )
         if part.fail_on_data_loss:

@@ -98,29 +98,13 @@ def check_output(uri: str, input_log: str, output_log: str) -> dict[str, int]:
 
 
 def spark_session(master: str):  # type: ignore[no-untyped-def]
-    """A local SparkSession on loopback whose Python workers run this interpreter and see this checkout."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    from pyspark.sql import SparkSession
+    """A local SparkSession on loopback whose Python workers run this interpreter and see this checkout
+    (:func:`dl_spark.session.spark_session`)."""
+    from dl_spark.session import spark_session as make_session
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("distributedlog-pipeline")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    return make_session(
+        master, app_name="distributedlog-pipeline", pythonpath=[str(ROOT)], conf={"spark.driver.memory": "1g"}
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def start_query(spark, args: argparse.Namespace, *, available_now: bool):  # type: ignore[no-untyped-def]

@@ -3,8 +3,6 @@ import this checkout), plus helpers to write logs with the storage API."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,29 +16,18 @@ def spark() -> Iterator[object]:
     """The shared SparkSession. ``spark.pyspark.python`` points Spark's Python workers at this
     interpreter (a virtualenv's packages); PYTHONPATH lets them import this checkout even before
     ``pip install``."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # tests stay on loopback
-    from pyspark.sql import SparkSession
+    from dl_spark.session import spark_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("dl_spark-tests")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
+    session = spark_session(
+        "local[2]",
+        app_name="dl_spark-tests",
+        pythonpath=[str(ROOT)],
+        conf={
+            "spark.default.parallelism": "2",
+            "spark.sql.streaming.stopTimeout": "30s",
+            "spark.driver.memory": "1g",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
