@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import shutil
 import tempfile
 import uuid
@@ -52,10 +51,13 @@ def _check_installed() -> None:
     missing = missing_programs()
     if missing:
         pytest.fail(f"{INSTALL_HINT} (missing: {', '.join(missing)})", pytrace=False)
+    from storage.errors import SegmentStoreError
+    from storage.segstore._rados_binding import load_rados
+
     try:
-        importlib.import_module("rados")
-    except ImportError as e:
-        pytest.fail(f"cannot import the rados module ({e}). {INSTALL_HINT}", pytrace=False)
+        load_rados()
+    except SegmentStoreError as e:
+        pytest.fail(f"cannot load the rados module ({e}). {INSTALL_HINT}", pytrace=False)
 
 
 def _sweep_stale_clusters(prefix: str) -> None:

@@ -90,6 +90,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 from storage.common.stats import store_stats
 from storage.errors import AlreadyClosedError, InvalidArgumentError, LedgerNotFoundError, SegmentStoreError
 from storage.segstore import _ledgerfile as lf
+from storage.segstore._rados_binding import load_rados
 from storage.segstore._rados_io import (
     COUNTER_OID,
     FENCED,
@@ -115,19 +116,13 @@ _FIRST_ID = 1
 
 
 def import_rados() -> Any:
-    """The ``rados`` module (Ceph's Python binding).
+    """The ``rados`` module (Ceph's Python binding), from any interpreter whose version matches the binding
+    installed on this machine (:func:`storage.segstore._rados_binding.load_rados`).
 
     Raises:
-        SegmentStoreError: it is not importable (with how to get it).
+        SegmentStoreError: it is not installed, or built for another Python (the message names both versions).
     """
-    try:
-        import rados
-    except ImportError as exc:
-        raise SegmentStoreError(
-            "the Ceph RADOS Python binding is not importable: install Debian's python3-rados and use Debian's "
-            "python3 (or a virtualenv that sees it: `make ceph` adds it to .venv)"
-        ) from exc
-    return rados
+    return load_rados()
 
 
 #: Operation stats of RADOS stores in this process (``dlog_segstore_*{store="rados"}``).
