@@ -87,12 +87,11 @@ def test_sample_zoo_cfg_serves_a_namespace(tmp_path: Path, subprocess_env: dict[
     port = free_port()
     text = (ROOT / "conf" / "zoo.cfg").read_text()
     assert "clientPortAddress=127.0.0.1" in text and "forceSync=yes" in text
-    lines = []
-    for line in text.splitlines():
-        key = line.split("=", 1)[0]
-        lines.append({"dataDir": f"dataDir={tmp_path / 'data'}", "clientPort": f"clientPort={port}"}.get(key, line))
+    assert "dataDir=zookeeper-data" in text  # relative: inside the directory the server starts in
+    lines = [f"clientPort={port}" if line.startswith("clientPort=") else line for line in text.splitlines()]
     with ZooKeeperServer(workdir=tmp_path / "zk", port=port, config="\n".join(lines) + "\n") as server:
         server.start()
+        assert (tmp_path / "zk" / "zookeeper-data" / "version-2").is_dir()  # the data stayed where it started
         uri = f"distributedlog://127.0.0.1:{port}/messaging/ns"
         dlog = [*dlog_command(), "--uri", uri]
         run([*dlog, "bind", "--segments", f"file://{tmp_path / 'segments'}"], subprocess_env)

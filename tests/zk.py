@@ -192,6 +192,7 @@ class ZooKeeperServer:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
+                    cwd=self.workdir,  # a relative dataDir (as conf/zoo.cfg's) lands in the work directory
                     start_new_session=True,  # a Ctrl-C of pytest does not hit it before the fixture stops it
                 )
         self._wait_ready(timeout_s)

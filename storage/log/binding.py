@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -92,6 +93,21 @@ def decode(ns_uri: str, data: bytes) -> str:
         return segments
     except (ValueError, KeyError, TypeError, InvalidArgumentError):
         raise MetadataError(f"namespace {ns_uri} has unreadable binding data {data[:80]!r}") from None
+
+
+def missing_file_dir(segments: str) -> Path | None:
+    """The directory of a ``file://`` segment store that does not exist yet (a bind would make it), else None."""
+    if urlparse(segments).scheme == "rados":
+        return None
+    seg_dir = _file_dir(segments)
+    return None if seg_dir.exists() else seg_dir
+
+
+def remove_made_dir(path: Path | None) -> None:
+    """Undo :func:`open_segment_store`'s ``mkdir`` of ``path`` (and what opening the store put in it) after a failed
+    bind: ``path`` came from :func:`missing_file_dir`, so this bind made it."""
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def open_segment_store(segments: str, conf: Config, *, create: bool = False) -> SegmentStore:

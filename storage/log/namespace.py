@@ -66,9 +66,13 @@ def zk_location_of(uri: str) -> tuple[str, str]:
 
 
 def _open_zk_store(uri: str, conf: Config, *, create: bool = True) -> MetadataStore:
+    hosts, path = zk_location_of(uri)
+    return _zk_store(hosts, path, conf, create=create)
+
+
+def _zk_store(hosts: str, path: str, conf: Config, *, create: bool) -> MetadataStore:
     from storage.metastore.zookeeper import ZooKeeperMetadataStore  # the only module that imports kazoo
 
-    hosts, path = zk_location_of(uri)
     return ZooKeeperMetadataStore(
         hosts,
         path,
@@ -88,29 +92,44 @@ def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | N
 
     ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see, or
     ``rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH][&namespace=NS]`` (see
-    :mod:`storage.log.binding`). The store is opened first, so a bad location binds nothing.
-    Rebinding to the same location is a no-op; to another location it is refused.
+    :mod:`storage.log.binding`). Rebinding to the same location is a no-op; to another location it is refused.
+
+    All or nothing: ZooKeeper is reached first (creating nothing), then the segment store is opened (a file store's
+    directory is made), and only then is the namespace's znode created, with the binding in it, in one operation. A
+    bind that fails anywhere leaves no namespace behind (and removes a file store directory it made), so the
+    namespace still "does not exist" rather than being "not bound".
 
     Raises:
-        InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails.
+        InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails
+            (MetadataConnectionError: unreachable, retriable).
         SegmentStoreError: the segment store cannot be opened (unreachable cluster, bad
             credentials, missing pool, ...).
     """
     cfg = _config(conf)
-    _hosts, zk_path = zk_location_of(uri)
+    hosts, zk_path = zk_location_of(uri)
     wanted = binding.canonical_segments_uri(segments, zk_path)
-    store = _open_zk_store(uri, cfg)
+    top = _zk_store(hosts, "/", cfg, create=False)  # the server's root: connecting creates nothing
     try:
-        current = store.get("/")
-        if current.value:
-            bound = binding.decode(uri, current.value)
-            if not binding.same_location(bound, segments):
-                raise MetadataError(f"namespace {uri} is already bound to {bound}")
-            return
-        binding.open_segment_store(wanted, cfg, create=True).close()
-        store.set("/", binding.encode(wanted), current.version)
+        version = top.exists(zk_path)
+        if version is not None:
+            current = top.get(zk_path)
+            if current.value:
+                bound = binding.decode(uri, current.value)
+                if not binding.same_location(bound, segments):
+                    raise MetadataError(f"namespace {uri} is already bound to {bound}")
+                return
+        made = binding.missing_file_dir(wanted)
+        try:
+            binding.open_segment_store(wanted, cfg, create=True).close()
+            if version is None:
+                top.create(zk_path, binding.encode(wanted), make_parents=True)
+            else:  # an empty node (made by hand, or by a bind of an older version that failed half-way)
+                top.set(zk_path, binding.encode(wanted), current.version)
+        except BaseException:
+            binding.remove_made_dir(made)
+            raise
     finally:
-        store.close()
+        top.close()
 
 
 def _config(conf: Config | dict[str, object] | None) -> Config:

@@ -31,6 +31,18 @@ def _root_data(server: ZooKeeperServer, chroot: str) -> bytes:
         zk.close()
 
 
+def _exists(server: ZooKeeperServer, path: str) -> bool:
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=server.hosts)
+    zk.start(timeout=10)
+    try:
+        return zk.exists(path) is not None
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def test_bind_to_rados_and_use_it(
     zk_server: ZooKeeperServer, zk_chroot: str, ceph_cluster: CephCluster, rados_location: RadosLocation
 ) -> None:
@@ -91,9 +103,9 @@ def test_bad_rados_binding_is_one_clear_error_and_binds_nothing(
     assert took < 15
     if case == "unreachable":
         assert info.value.retriable
-    assert _root_data(zk_server, zk_chroot) in (b"",), "nothing may be bound"
-    with pytest.raises(storage.MetadataError, match="not bound"):
-        storage.open_namespace(uri)
+    assert not _exists(zk_server, zk_chroot), "a failed bind creates nothing"
+    with pytest.raises(storage.NamespaceNotFoundError, match="does not exist"):
+        storage.open_namespace(uri, create=False)
 
 
 def test_dlog_bind_rados(zk_server: ZooKeeperServer, zk_chroot: str, rados_location: RadosLocation) -> None:
@@ -120,3 +132,35 @@ def test_dlog_bind_rados(zk_server: ZooKeeperServer, zk_chroot: str, rados_locat
     assert [payload for _, _, payload in parse_records(dumped.stdout)] == ["a", "b", "c"]
     missing = dlog("bind", "--segments", "rados://nope?conf=/etc/nope.conf")
     assert missing.returncode != 0 and "already bound" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_dlog_bind_that_fails_creates_nothing(zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path) -> None:
+    """A bind refused by the segment store leaves no znode, and a bind to unreachable ZooKeeper makes no directory:
+    afterwards every command says the namespace does not exist (not "not bound"), and a good bind then works."""
+    uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
+
+    def dlog(*args: str, at: str = uri) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "dlog", "--uri", at, *args], capture_output=True, text=True, timeout=120
+        )
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the segment directory would go")
+    refused = dlog("bind", "--segments", f"file://{blocked}/segments")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert not _exists(zk_server, zk_chroot)
+    listed = dlog("list")
+    assert listed.returncode != 0 and "does not exist" in listed.stderr and "not bound" not in listed.stderr
+
+    segments = tmp_path / "segments"
+    dead = f"distributedlog://127.0.0.1:{free_port()}{zk_chroot}"
+    quick = tmp_path / "quick.conf"
+    quick.write_text("zkSessionTimeoutSeconds=2\n")
+    unreachable = dlog("--conf", str(quick), "bind", "--segments", f"file://{segments}", at=dead)
+    assert unreachable.returncode != 0 and "ZooKeeper" in unreachable.stderr, unreachable.stderr
+    assert not segments.exists(), "a bind that cannot reach ZooKeeper makes no segment directory"
+
+    bound = dlog("bind", "--segments", f"file://{segments}")
+    assert bound.returncode == 0, bound.stderr
+    assert json.loads(_root_data(zk_server, zk_chroot))["segments"] == f"file://{segments}"
+    assert dlog("list").returncode == 0
