@@ -119,11 +119,25 @@ class SegmentWriter:
         self._threshold = min(max(transmit_threshold, 0), MAX_LOGRECORDSET_SIZE)
 
     def check_writable(self) -> None:
-        """Raises the segment's error (fencing, I/O) if it has one."""
-        if self.error is not None:
-            if isinstance(self.error, WriterFencedError):
-                raise WriterFencedError(str(self.error))
-            raise WriteError(f"log segment {self.lssn} is in error: {self.error}") from self.error
+        """Raises the segment's error (fencing, I/O) if it has one.
+
+        A writer whose segment failed writes nothing more (the outcome of its unacknowledged writes is unknown until
+        recovery decides it). The error is retriable when the cause was (a store timeout, an unreachable cluster): a
+        writer opened again later recovers the segment and can write.
+
+        Raises:
+            WriterFencedError, WriteError.
+        """
+        err = self.error
+        if err is not None:
+            if isinstance(err, WriterFencedError):
+                raise WriterFencedError(str(err))
+            hint = (
+                "; close this writer and open a new one to go on (recovery settles the writes not acknowledged)"
+                if err.retriable
+                else ""
+            )
+            raise WriteError(f"log segment {self.lssn} is in error: {err}{hint}", retriable=err.retriable) from err
 
     def write(self, record: LogRecord) -> Future[DLSN]:
         """Add a user record to the current entry; transmit when over the threshold.
@@ -302,7 +316,7 @@ class SegmentWriter:
 
     def cancel_pending(self, cause: DLError) -> None:
         """Fail buffered (not yet transmitted) records with ``WriteCancelledError``."""
-        err = WriteCancelledError(f"write cancelled: {cause}")
+        err = WriteCancelledError(f"write cancelled: {cause}", retriable=cause.retriable)
         err.__cause__ = cause
         self._group.resolve(self._futs, exc=err)
         self._builder = EntryBuilder()
