@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from storage.errors import AlreadyClosedError, LockingError, OwnershipAcquireFailedError
+from storage.metastore._lockwait import LockWait
 from storage.metastore.base import OwnershipLock
 
 #: Longest sleep between two attempts while waiting for a lock.
@@ -109,6 +110,7 @@ def acquire(
     except OSError as e:
         raise LockingError(f"cannot open the lock file of {path}: {e}") from e
     delay = 0.001
+    wait = LockWait(path, timeout_s)
     try:
         while True:
             try:
@@ -126,6 +128,7 @@ def acquire(
                     f"lock {path} is owned by {owner if owner is not None else 'an unknown holder'}",
                     current_owner=owner,
                 )
+            wait.waiting(lambda: read_owner(fd))
             time.sleep(delay if deadline is None else min(delay, max(deadline - now, 0.0)))
             delay = min(delay * 2, MAX_POLL_S)
         record = json.dumps({"client_id": client_id, "pid": os.getpid()}).encode("utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import signal
 import subprocess
@@ -92,6 +93,27 @@ def test_second_writer_fails_while_first_lives_then_takes_over(ns_uri: str, subp
                 recs = r.read_bulk(100)
             assert [x.txid for x in recs] == list(range(1, 9))
             assert [x.sequence_id for x in recs] == list(range(8))
+
+
+def test_a_lock_wait_says_what_it_waits_for(
+    ns_uri: str, subprocess_env: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer that waits for a lock another process holds logs one WARNING naming the lock and its holder
+    early in the wait (not only when it gives up), then fails naming the holder."""
+    with child(subprocess_env, "hold", ns_uri, "owned", "1") as a:
+        a.wait_for("holding")
+        with storage.open_namespace(ns_uri, {"lockTimeoutSeconds": 3}) as ns:
+            with caplog.at_level(logging.WARNING, logger="storage.metastore.lock"):
+                with pytest.raises(storage.OwnershipAcquireFailedError) as failed:
+                    ns.open_log("owned").open_writer()
+                failed_at = time.time()
+            waits = [r for r in caplog.records if r.name == "storage.metastore.lock"]
+            assert len(waits) == 1, [r.getMessage() for r in waits]
+            message = waits[0].getMessage()
+            assert message.startswith("waiting for lock /owned/") and "giving up after 3 s" in message
+            assert f":{a.proc.pid}:" in message  # the holder's client id (host:pid:id)
+            assert waits[0].created < failed_at - 1.0  # said during the wait, well before giving up
+            assert failed.value.current_owner is not None and f":{a.proc.pid}:" in failed.value.current_owner
 
 
 def _acked(events: list[dict[str, object]]) -> list[int]:
