@@ -38,6 +38,12 @@ always does. A V1 segment has no lssn (it reads as 0) and V1/V2 do not store the
 Segment znode names: ``inprogress_%018d`` / ``logrecs_%018d`` of the lssn (name version 1); legacy names
 ``inprogress_<firstTxId hex>``, ``logrecs_%018d_%018d`` (first/last txid) and
 ``logrecs_<first>_<last>_<lssn>_v<ver>l<ledger>_<region>`` are parsed too.
+
+This module holds the value types (:class:`LogSegmentMetadata`, :class:`TruncationStatus`,
+:class:`SegmentSlice`) and the ordering and sequence-id rules over segments; the text forms (znode data
+and names) are encoded and decoded by :mod:`storage.formats._segment_codec`, whose public names are
+re-exported here. Imports :mod:`storage.errors`, :mod:`storage.formats.dlsn`, :mod:`storage.formats.record`
+and :mod:`storage.formats._segment_codec`.
 """
 
 from __future__ import annotations
@@ -45,18 +51,38 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
-from storage.errors import (
-    IllegalStateError,
-    InvalidArgumentError,
-    MetadataError,
-    UnexpectedError,
-    UnsupportedMetadataVersionError,
+from storage.errors import IllegalStateError, InvalidArgumentError, UnexpectedError
+from storage.formats import _segment_codec
+from storage.formats._segment_codec import (
+    COMPLETED_PREFIX,
+    CURRENT_VERSION,
+    INPROGRESS_PREFIX,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    OLDEST_SUPPORTED_VERSION,
+    TRUNCATION_MASK,
+    UNASSIGNED_LSSN,
+    UNASSIGNED_SEQUENCE_ID,
+    VERSION_V1_ORIGINAL,
+    VERSION_V2_LEDGER_SEQNO,
+    VERSION_V3_MIN_ACTIVE_DLSN,
+    VERSION_V4_ENVELOPED_ENTRIES,
+    VERSION_V5_SEQUENCE_ID,
+    SegmentName,
+    completed_name,
+    inprogress_name,
+    legacy_completed_name,
+    legacy_inprogress_name,
+    parse_segment_name,
+    short,
+    to_int64,
 )
 from storage.formats.dlsn import DLSN, _dlsn_unchecked
 from storage.formats.record import INVALID_TXID
@@ -90,62 +116,6 @@ __all__ = [
     "sort_segments",
 ]
 
-VERSION_V1_ORIGINAL: Final = 1
-VERSION_V2_LEDGER_SEQNO: Final = 2
-VERSION_V3_MIN_ACTIVE_DLSN: Final = 3
-VERSION_V4_ENVELOPED_ENTRIES: Final = 4
-VERSION_V5_SEQUENCE_ID: Final = 5
-#: The version new segments are written with by default (``ledgerMetadataLayoutVersion``).
-CURRENT_VERSION: Final = VERSION_V5_SEQUENCE_ID
-#: The oldest version read without ``skip_min_version_check``.
-OLDEST_SUPPORTED_VERSION: Final = VERSION_V2_LEDGER_SEQNO
-#: ``startSequenceId`` of a segment that has none.
-UNASSIGNED_SEQUENCE_ID: Final = -1
-#: lssn of a V1 segment (which has none).
-UNASSIGNED_LSSN: Final = 0
-
-INPROGRESS_PREFIX: Final = "inprogress"
-COMPLETED_PREFIX: Final = "logrecs"
-
-_VERSION_MASK = 0xFF
-_STATUS_SHIFT = 8
-_STATUS_MASK = 0xFF00
-_REGION_SHIFT = 28
-_REGION_MASK = 0xF0000000
-_COUNT_SHIFT = 32
-_TRUNCATION_MASK = 0x3
-
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
-_INT32_MIN = -(1 << 31)
-_INT32_MAX = (1 << 31) - 1
-_LONG = re.compile(r"([+-]?)0*([0-9]+)", re.ASCII)
-_HEX = re.compile(r"[0-9a-f]{1,16}", re.ASCII)
-
-
-def _to_int64(value: int) -> int:
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value > _INT64_MAX else value
-
-
-def _to_int32(value: int) -> int:
-    value &= (1 << 32) - 1
-    return value - (1 << 32) if value > _INT32_MAX else value
-
-
-def _short(value: object, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _parse_long(text: str) -> int | None:
-    """``Long.parseLong`` restricted to ASCII digits; None if not a long."""
-    m = _LONG.fullmatch(text)
-    if m is None or len(m.group(2)) > 19:
-        return None
-    value = int(m.group(1) + m.group(2))
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
-
 
 class TruncationStatus(str, Enum):
     """Truncation status of a segment (``status & 0x3``); compares equal to its string value."""
@@ -164,7 +134,7 @@ class TruncationStatus(str, Enum):
     @classmethod
     def from_code(cls, code: int) -> TruncationStatus:
         """The status for ``code & 0x3``."""
-        return _TRUNCATION_BY_CODE[code & _TRUNCATION_MASK]
+        return _TRUNCATION_BY_CODE[code & TRUNCATION_MASK]
 
     def __str__(self) -> str:
         return self.value
@@ -179,12 +149,12 @@ _TRUNCATION_CODES: dict[TruncationStatus, int] = {
 _TRUNCATION_BY_CODE: dict[int, TruncationStatus] = {v: k for k, v in _TRUNCATION_CODES.items()}
 
 # Placeholder default for the DLSN fields: replaced in __post_init__ by the reference defaults.
-_DERIVED: Final = _dlsn_unchecked(_INT64_MIN, _INT64_MIN, _INT64_MIN)
+_DERIVED: Final = _dlsn_unchecked(INT64_MIN, INT64_MIN, INT64_MIN)
 
 
 def _check(value: object, name: str, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"log segment {name} must be an int, got {_short(value)}")
+        raise InvalidArgumentError(f"log segment {name} must be an int, got {short(value)}")
     if not low <= value <= high:
         raise InvalidArgumentError(f"log segment {name} {value} is out of range [{low}, {high}]")
 
@@ -218,15 +188,15 @@ class LogSegmentMetadata:
 
     def __post_init__(self) -> None:
         for name in ("lssn", "ledger_id", "first_txid", "last_txid", "start_sequence_id", "completion_time_ms"):
-            _check(getattr(self, name), name, _INT64_MIN, _INT64_MAX)
-        _check(self.record_count, "record_count", _INT32_MIN, _INT32_MAX)
+            _check(getattr(self, name), name, INT64_MIN, INT64_MAX)
+        _check(self.record_count, "record_count", INT32_MIN, INT32_MAX)
         _check(self.status, "status", 0, 0xFF)
         _check(self.version, "version", VERSION_V1_ORIGINAL, VERSION_V5_SEQUENCE_ID)
         _check(self.region_id, "region_id", 0, 0xF)
         if not isinstance(self.in_progress, bool):
-            raise InvalidArgumentError(f"log segment in_progress must be a bool, got {_short(self.in_progress)}")
+            raise InvalidArgumentError(f"log segment in_progress must be a bool, got {short(self.in_progress)}")
         if not isinstance(self.path, str):
-            raise InvalidArgumentError(f"log segment path must be a str, got {_short(self.path)}")
+            raise InvalidArgumentError(f"log segment path must be a str, got {short(self.path)}")
         if self.last_dlsn is _DERIVED:
             object.__setattr__(self, "last_dlsn", DLSN(self.lssn, -1, -1))
         if self.min_active_dlsn is _DERIVED:
@@ -234,7 +204,7 @@ class LogSegmentMetadata:
         for name in ("last_dlsn", "min_active_dlsn"):
             value = getattr(self, name)
             if not isinstance(value, DLSN):
-                raise InvalidArgumentError(f"log segment {name} must be a DLSN, got {_short(value)}")
+                raise InvalidArgumentError(f"log segment {name} must be a DLSN, got {short(value)}")
             if value.lssn != self.lssn:
                 raise InvalidArgumentError(f"log segment {name} {value!r} is not in segment {self.lssn}")
 
@@ -308,24 +278,24 @@ class LogSegmentMetadata:
         as Java longs do), so that segments of older versions give negative but increasing sequence ids."""
         if self.version >= VERSION_V5_SEQUENCE_ID and self.start_sequence_id != UNASSIGNED_SEQUENCE_ID:
             return self.start_sequence_id
-        return _to_int64(_INT64_MIN + (self.lssn << 32))
+        return to_int64(INT64_MIN + (self.lssn << 32))
 
     @property
     def truncation_status(self) -> TruncationStatus:
         """``status & 0x3`` as a :class:`TruncationStatus`."""
-        return _TRUNCATION_BY_CODE[self.status & _TRUNCATION_MASK]
+        return _TRUNCATION_BY_CODE[self.status & TRUNCATION_MASK]
 
     @property
     def is_truncated(self) -> bool:
-        return self.status & _TRUNCATION_MASK == 2
+        return self.status & TRUNCATION_MASK == 2
 
     @property
     def is_partially_truncated(self) -> bool:
-        return self.status & _TRUNCATION_MASK == 1
+        return self.status & TRUNCATION_MASK == 1
 
     @property
     def is_non_truncated(self) -> bool:
-        return self.status & _TRUNCATION_MASK == 0
+        return self.status & TRUNCATION_MASK == 0
 
     @property
     def znode_name(self) -> str:
@@ -351,7 +321,7 @@ class LogSegmentMetadata:
         if not self.in_progress:
             raise IllegalStateError(f"log segment {self.lssn} is already completed")
         for name, value in (("last_entry_id", last_entry_id), ("last_slot_id", last_slot_id)):
-            _check(value, name, _INT64_MIN, _INT64_MAX)
+            _check(value, name, INT64_MIN, INT64_MAX)
         return dataclasses.replace(
             self,
             path=path,
@@ -374,17 +344,17 @@ class LogSegmentMetadata:
         try:
             ts = TruncationStatus(status)
         except ValueError:
-            raise InvalidArgumentError(f"unknown truncation status {_short(status)}") from None
+            raise InvalidArgumentError(f"unknown truncation status {short(status)}") from None
         if ts is TruncationStatus.UNKNOWN:
             raise InvalidArgumentError("cannot set the truncation status to 'unknown'")
         if min_active_dlsn is not None:
             if not isinstance(min_active_dlsn, DLSN):
-                raise InvalidArgumentError(f"min_active_dlsn must be a DLSN, got {_short(min_active_dlsn)}")
+                raise InvalidArgumentError(f"min_active_dlsn must be a DLSN, got {short(min_active_dlsn)}")
             if min_active_dlsn.lssn != self.lssn:
                 raise InvalidArgumentError(
                     f"updating the min active DLSN of segment {self.lssn} with {min_active_dlsn!r} of another segment"
                 )
-        new_status = (self.status & ~_TRUNCATION_MASK) | ts.code
+        new_status = (self.status & ~TRUNCATION_MASK) | ts.code
         return dataclasses.replace(
             self,
             status=new_status,
@@ -407,207 +377,25 @@ class LogSegmentMetadata:
 
     # ------------------------------------------------------------------ text form
     def serialize(self, *, version: int | None = None, encode_region_id: bool = True) -> bytes:
-        """The znode data (ASCII) for ``version`` (default: the segment's own version), per the module table.
+        """The znode data (ASCII) for ``version`` (default: the segment's own version), per the module table
+        (:func:`storage.formats._segment_codec.serialize`).
 
         ``encode_region_id=False`` writes region 0 (``encodeRegionIDInVersion=false``). Raises
         :class:`~storage.errors.InvalidArgumentError` for a version outside 1..5.
         """
-        v = self.version if version is None else version
-        if isinstance(v, bool) or not isinstance(v, int) or not VERSION_V1_ORIGINAL <= v <= VERSION_V5_SEQUENCE_ID:
-            raise InvalidArgumentError(f"cannot serialize log segment metadata as version {_short(v)}")
-        count_bits = (self.record_count & 0xFFFFFFFF) << _COUNT_SHIFT
-        ld, ma = self.last_dlsn, self.min_active_dlsn
-        if v == VERSION_V1_ORIGINAL:
-            if self.in_progress:
-                fields: tuple[int, ...] = (v, self.ledger_id, self.first_txid)
-            else:
-                fields = (
-                    _to_int64(v | count_bits),
-                    self.ledger_id,
-                    self.first_txid,
-                    self.last_txid,
-                    self.completion_time_ms,
-                )
-            return ";".join(map(str, fields)).encode("ascii")
-        vsc = v | ((self.status & 0xFF) << _STATUS_SHIFT)
-        if encode_region_id:
-            vsc |= (self.region_id & 0xF) << _REGION_SHIFT
-        if not self.in_progress:
-            vsc |= count_bits
-        vsc = _to_int64(vsc)
-        if self.in_progress:
-            fields = (vsc, self.ledger_id, self.first_txid, self.lssn)
-            if v >= VERSION_V3_MIN_ACTIVE_DLSN:
-                fields += (ma.entry_id, ma.slot_id)
-        else:
-            fields = (vsc, self.ledger_id, self.first_txid, self.last_txid, self.completion_time_ms, self.lssn)
-            fields += (ld.entry_id, ld.slot_id)
-            if v >= VERSION_V3_MIN_ACTIVE_DLSN:
-                fields += (ma.entry_id, ma.slot_id)
-        if v >= VERSION_V5_SEQUENCE_ID:
-            fields += (self.start_sequence_id,)
-        return ";".join(map(str, fields)).encode("ascii")
+        return _segment_codec.serialize(self, self.version if version is None else version, encode_region_id)
 
     @classmethod
     def parse(
         cls, path: str, data: bytes | bytearray | memoryview | str, skip_min_version_check: bool = False
     ) -> LogSegmentMetadata:
-        """Parse znode data (``parseData``); ``path`` is the znode path kept in :attr:`path`.
+        """Parse znode data (``parseData``, :func:`storage.formats._segment_codec.parse`); ``path`` is the znode
+        path kept in :attr:`path`.
 
         Raises :class:`~storage.errors.UnsupportedMetadataVersionError` for a version below 2 (unless
         ``skip_min_version_check``), above 5, or 0; :class:`~storage.errors.MetadataError` for anything else malformed.
         """
-        if isinstance(data, str):
-            text = data
-        elif isinstance(data, (bytes, bytearray, memoryview)):
-            text = bytes(data).decode("utf-8", errors="replace")
-        else:
-            raise MetadataError(f"log segment metadata at {path!r} must be bytes, got {type(data).__name__}")
-        if not isinstance(path, str):
-            raise MetadataError(f"log segment metadata path must be a str, got {_short(path)}")
-        parts = text.split(";")
-        while parts and parts[-1] == "" and len(parts) > 1:
-            parts.pop()
-        vsc = _parse_long(parts[0])
-        if vsc is None:
-            raise MetadataError(f"invalid ledger entry at {path!r}: {_short(text)}")
-        version = vsc & _VERSION_MASK
-        if version < OLDEST_SUPPORTED_VERSION and not skip_min_version_check:
-            raise UnsupportedMetadataVersionError(
-                f"ledger metadata version {version} is no longer supported at {path!r}: {_short(text)}"
-            )
-        if version > CURRENT_VERSION or version == 0:
-            raise UnsupportedMetadataVersionError(
-                f"metadata version {version} at {path!r} is not supported (highest is {CURRENT_VERSION}): "
-                + _short(text)
-            )
-        numbers: list[int] = [vsc]
-        for part in parts[1:]:
-            value = _parse_long(part)
-            if value is None:
-                raise MetadataError(f"invalid log segment metadata at {path!r}: {_short(part)} is not a long")
-            numbers.append(value)
-        region = (vsc & _REGION_MASK) >> _REGION_SHIFT
-        status = (vsc & _STATUS_MASK) >> _STATUS_SHIFT
-        count = _to_int32(vsc >> _COUNT_SHIFT)
-        n = len(numbers)
-        if version == VERSION_V1_ORIGINAL:
-            inprogress_len, completed_len = 3, 5
-        elif version == VERSION_V2_LEDGER_SEQNO:
-            inprogress_len, completed_len = 4, 8
-        elif version <= VERSION_V4_ENVELOPED_ENTRIES:
-            inprogress_len, completed_len = 6, 10
-        else:
-            inprogress_len, completed_len = 7, 11
-        if n == inprogress_len:
-            lssn = numbers[3] if version >= VERSION_V2_LEDGER_SEQNO else UNASSIGNED_LSSN
-            min_active = (
-                _dlsn_unchecked(lssn, numbers[4], numbers[5]) if version >= VERSION_V3_MIN_ACTIVE_DLSN else None
-            )
-            return cls(
-                lssn=lssn,
-                ledger_id=numbers[1],
-                first_txid=numbers[2],
-                min_active_dlsn=_DERIVED if min_active is None else min_active,
-                start_sequence_id=numbers[6] if version >= VERSION_V5_SEQUENCE_ID else UNASSIGNED_SEQUENCE_ID,
-                version=version,
-                region_id=region,
-                status=status,
-                path=path,
-            )
-        if n == completed_len:
-            if version == VERSION_V1_ORIGINAL:
-                lssn = UNASSIGNED_LSSN
-                last = _dlsn_unchecked(lssn, -1, -1)
-            else:
-                lssn = numbers[5]
-                last = _dlsn_unchecked(lssn, numbers[6], numbers[7])
-            min_active = (
-                _dlsn_unchecked(lssn, numbers[8], numbers[9]) if version >= VERSION_V3_MIN_ACTIVE_DLSN else None
-            )
-            return cls(
-                lssn=lssn,
-                ledger_id=numbers[1],
-                first_txid=numbers[2],
-                last_txid=numbers[3],
-                completion_time_ms=numbers[4],
-                record_count=count,
-                in_progress=False,
-                last_dlsn=last,
-                min_active_dlsn=_DERIVED if min_active is None else min_active,
-                start_sequence_id=numbers[10] if version >= VERSION_V5_SEQUENCE_ID else UNASSIGNED_SEQUENCE_ID,
-                version=version,
-                region_id=region,
-                status=status,
-                path=path,
-            )
-        raise MetadataError(
-            f"invalid log segment metadata at {path!r} ({n} fields for version {version}): {_short(text)}"
-        )
-
-
-# --- znode names ----------------------------------------------------------------------------------
-def inprogress_name(lssn: int) -> str:
-    """``inprogress_%018d`` of the lssn (name version 1)."""
-    return f"{INPROGRESS_PREFIX}_{lssn:018d}"
-
-
-def completed_name(lssn: int) -> str:
-    """``logrecs_%018d`` of the lssn (name version 1)."""
-    return f"{COMPLETED_PREFIX}_{lssn:018d}"
-
-
-def legacy_inprogress_name(first_txid: int) -> str:
-    """``inprogress_<first txid as unsigned lowercase hex>`` (name version 0)."""
-    return f"{INPROGRESS_PREFIX}_{first_txid & ((1 << 64) - 1):x}"
-
-
-def legacy_completed_name(first_txid: int, last_txid: int) -> str:
-    """``logrecs_%018d_%018d`` of the first and last txids (name version 0)."""
-    return f"{COMPLETED_PREFIX}_{first_txid:018d}_{last_txid:018d}"
-
-
-@dataclass(frozen=True)
-class SegmentName:
-    """What a segment znode name says: ``lssn`` for name-version-1 names, txids for legacy names."""
-
-    in_progress: bool
-    lssn: int | None = None
-    first_txid: int | None = None
-    last_txid: int | None = None
-
-
-def parse_segment_name(name: str) -> SegmentName:
-    """Parse a segment znode name (current or legacy form, see the module docstring).
-
-    Raises :class:`~storage.errors.InvalidArgumentError` if ``name`` is not a segment name.
-    """
-    if not isinstance(name, str):
-        raise InvalidArgumentError(f"segment name must be a str, got {_short(name)}")
-    prefix, sep, rest = name.partition("_")
-    if sep and prefix == INPROGRESS_PREFIX:
-        if len(rest) >= 17 and _LONG.fullmatch(rest):
-            lssn = _parse_long(rest)
-            if lssn is not None:
-                return SegmentName(in_progress=True, lssn=lssn)
-        elif _HEX.fullmatch(rest):
-            return SegmentName(in_progress=True, first_txid=_to_int64(int(rest, 16)))
-    elif sep and prefix == COMPLETED_PREFIX:
-        parts = rest.split("_")
-        if len(parts) == 1:
-            lssn = _parse_long(parts[0])
-            if lssn is not None:
-                return SegmentName(in_progress=False, lssn=lssn)
-        elif len(parts) in (2, 5):
-            numbers = [_parse_long(p) for p in parts[: 2 if len(parts) == 2 else 3]]
-            if all(n is not None for n in numbers):
-                return SegmentName(
-                    in_progress=False,
-                    first_txid=numbers[0],
-                    last_txid=numbers[1],
-                    lssn=numbers[2] if len(numbers) == 3 else None,
-                )
-    raise InvalidArgumentError(f"not a log segment name: {_short(name)}")
+        return cls(**_segment_codec.parse(path, data, skip_min_version_check))
 
 
 # --- ordering --------------------------------------------------------------------------------------

@@ -10,19 +10,35 @@ one :class:`~storage.errors.MetadataConnectionError` (retriable) names the serve
 The timeout is the namespace's ``zkSessionTimeoutSeconds``, as in DistributedLog, whose ZooKeeper
 client waits one session timeout for its connection (BookKeeper's ``ZooKeeperWatcherBase
 .waitForConnection``) before failing with a connection loss.
+
+Also here: the checks of the store's connect string (:func:`split_chroot`) and connection settings
+(:func:`check_settings`). Imports :mod:`storage.errors` and :mod:`storage.metastore._sqlite_tree`
+(path checks); neither kazoo nor :mod:`storage.metastore.zookeeper`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import time
 import urllib.parse
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
-from storage.errors import MetadataConnectionError
+from storage.errors import InvalidArgumentError, MetadataConnectionError
+from storage.metastore._sqlite_tree import check_path
 
-__all__ = ["PROBE_BUDGET_S", "WARN_AFTER_S", "Client", "connect", "servers_of", "why_unreachable"]
+__all__ = [
+    "PROBE_BUDGET_S",
+    "WARN_AFTER_S",
+    "Client",
+    "check_settings",
+    "connect",
+    "is_number",
+    "servers_of",
+    "split_chroot",
+    "why_unreachable",
+]
 
 log = logging.getLogger("storage.metastore.zookeeper")
 
@@ -127,3 +143,59 @@ def connect(client: Client, hosts: str, timeout_s: float, *, timeout_key: str) -
         f"cannot connect to ZooKeeper at {hosts} within {timeout_s:g} s ({timeout_key}): {reason}; "
         "is the server running and the namespace URI's host:port right?"
     )
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An int or a float, not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def split_chroot(hosts: object, root: str) -> tuple[str, str]:
+    """``(servers, root)`` of a store opened on ``hosts`` (``host:port[,host:port...][/chroot]``) at
+    ``root``: a chroot in the connect string comes before ``root``.
+
+    Raises:
+        InvalidArgumentError: ``hosts`` is not a server list, or a malformed root or chroot.
+    """
+    if not isinstance(hosts, str) or not hosts.strip() or hosts.strip().startswith("/"):
+        raise InvalidArgumentError(f"hosts must be 'host:port[,host:port...]', not {hosts!r}")
+    root = check_path(root)
+    hosts = hosts.strip()
+    if "/" in hosts:  # a chroot in the connect string comes before root
+        hosts, extra = hosts.split("/", 1)
+        extra = "/" + extra.strip("/")
+        if extra != "/":
+            root = check_path(extra if root == "/" else extra + root)
+    return hosts, root
+
+
+def check_settings(
+    *,
+    session_timeout_s: object,
+    connect_timeout_s: object,
+    open_timeout_s: object,
+    retry_start_backoff_ms: object,
+    retry_max_backoff_ms: object,
+    retry_max_tries: object,
+) -> None:
+    """Check the connection settings of a store (see ``ZooKeeperMetadataStore``): timeouts finite and
+    > 0, backoffs finite and >= 0, ``retry_max_tries`` an int >= 1 or -1.
+
+    Raises:
+        InvalidArgumentError: the first bad setting, named.
+    """
+    for name, value, positive in (
+        ("session_timeout_s", session_timeout_s, True),
+        ("connect_timeout_s", connect_timeout_s, True),
+        ("open_timeout_s", open_timeout_s, True),
+        ("retry_start_backoff_ms", retry_start_backoff_ms, False),
+        ("retry_max_backoff_ms", retry_max_backoff_ms, False),
+    ):
+        if not is_number(value) or not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise InvalidArgumentError(f"{name} must be a finite number {'>' if positive else '>='} 0, not {value!r}")
+    if (
+        not isinstance(retry_max_tries, int)
+        or isinstance(retry_max_tries, bool)
+        or not (retry_max_tries >= 1 or retry_max_tries == -1)
+    ):
+        raise InvalidArgumentError(f"retry_max_tries must be an int >= 1 or -1, not {retry_max_tries!r}")
