@@ -29,6 +29,13 @@ class LockWait:
         self._started = time.monotonic()
         self._warned = False
 
+    def due_in(self) -> float | None:
+        """Seconds until the WARNING is due (0 when it is), None once it was given: a waiter that sleeps on a
+        watch caps its sleep by this, so the WARNING is not late."""
+        if self._warned:
+            return None
+        return max(0.0, WARN_AFTER_S - (time.monotonic() - self._started))
+
     def waiting(self, holder: Callable[[], str | None]) -> None:
         """The lock is still held by another: warn if this wait has lasted long enough (``holder`` is called then
         only, to name the current holder, None if unknown)."""

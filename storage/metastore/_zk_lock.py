@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import quote_plus, unquote_plus
 
 from storage.errors import AlreadyClosedError, DLError, LockingError, NoNodeError, OwnershipAcquireFailedError
+from storage.metastore._lockwait import LockWait
 from storage.metastore._zk_errors import Failure, RunStore
 from storage.metastore.base import OwnershipLock
 
@@ -249,6 +250,7 @@ class LockMembers:
         """
         store = self._store
         deadline = None if timeout_s < 0 else time.monotonic() + timeout_s
+        notice = LockWait(path, timeout_s)
         name, sid = self._create_member(path, zlock, client_id)
         try:
             while True:
@@ -276,7 +278,12 @@ class LockMembers:
                         f"lock {path} is owned by {owner if owner is not None else 'an unknown holder'}",
                         current_owner=owner,
                     )
+                first = ordered[0]
+                notice.waiting(lambda first=first: self._read_owner(path, zlock, first)[1])
                 wait_s = LOCK_RECHECK_S if deadline is None else min(LOCK_RECHECK_S, deadline - now)
+                due = notice.due_in()
+                if due is not None:  # wake up in time to say what this wait waits for
+                    wait_s = min(wait_s, max(due, 0.01))
                 self._wait_for_member(path, f"{zlock}/{ordered[i - 1]}", wait_s)
         except BaseException:
             self._abandon_member(f"{zlock}/{name}", sid)
