@@ -24,6 +24,7 @@ only by the store's module).
 from __future__ import annotations
 
 import logging
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -278,8 +279,7 @@ class LockMembers:
                         f"lock {path} is owned by {owner if owner is not None else 'an unknown holder'}",
                         current_owner=owner,
                     )
-                first = ordered[0]
-                notice.waiting(lambda first=first: self._read_owner(path, zlock, first)[1])
+                notice.waiting(functools.partial(self._owner_of, path, zlock, ordered[0]))
                 wait_s = LOCK_RECHECK_S if deadline is None else min(LOCK_RECHECK_S, deadline - now)
                 due = notice.due_in()
                 if due is not None:  # wake up in time to say what this wait waits for
@@ -288,6 +288,10 @@ class LockMembers:
         except BaseException:
             self._abandon_member(f"{zlock}/{name}", sid)
             raise
+
+    def _owner_of(self, path: str, zlock: str, member: str) -> str | None:
+        """The client id of lock member ``member`` (None if unknown or gone)."""
+        return self._read_owner(path, zlock, member)[1]
 
     def drop(self, lk: ZooKeeperLock, *, delete: bool) -> None:
         """Forget a released or lost lock; with ``delete``, delete its member (now, or after the next
