@@ -23,8 +23,8 @@ only by the store's module).
 
 from __future__ import annotations
 
-import logging
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable
