@@ -197,6 +197,13 @@ class MetadataConnectionError(MetadataError):
     retriable = True
 
 
+class MetadataPermissionError(MetadataError):
+    """The metadata store refused an operation this client has no permission for (ZooKeeper's NOAUTH: the
+    namespace's znodes carry an ACL and this client lacks its credentials, ``zkAclId``)."""
+
+    code = 403
+
+
 class MetadataVersionError(MetadataError):
     """A compare-and-set failed: the node changed since it was read (BADVERSION)."""
 

@@ -379,6 +379,7 @@ class Config:
     # zookeeper
     zk_session_timeout_seconds = _Prop("zkSessionTimeoutSeconds", int)
     zk_num_retries = _Prop("zkNumRetries", int)
+    zk_acl_id: _Prop[str | None] = _Prop("zkAclId", str)  # None: no ACL (open)
     zk_retry_start_backoff_millis = _Prop("zkRetryStartBackoffMillis", int)
     zk_retry_max_backoff_millis = _Prop("zkRetryMaxBackoffMillis", int)
     # rados

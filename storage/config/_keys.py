@@ -353,7 +353,9 @@ _SPECS: tuple[KeySpec, ...] = (
         "zookeeper", impl=True, min=0),
     _i("zkRetryMaxBackoffMillis", 30000, "Maximum backoff between metadata retries, in milliseconds.",
         "zookeeper", impl=True, min=0),
-    _s("zkAclId", None, "Digest id for ZooKeeper ACLs (unset = no ACL).", "zookeeper"),
+    _s("zkAclId", None, "Digest id for ZooKeeper ACLs: the client authenticates as id:id and every znode it creates "
+        "is readable by anyone, changeable only with these credentials (unset = open ACLs).", "zookeeper", impl=True,
+        empty_means_unset=True),
     _f("zkRequestRateLimit", 0.0, "ZooKeeper requests per second (<= 0 = unlimited).", "zookeeper"),
     _i("zkcNumRetryThreads", 1, "Threads retrying ZooKeeper requests.", "zookeeper"),
     # --- rados --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ URIs (CONTRACT §2):
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -27,8 +28,10 @@ from storage.config import Config
 from storage.config.dynamic import DynamicConfig, DynamicConfigWatcher, stream_config_files
 from storage.errors import (
     AlreadyClosedError,
+    DLError,
     InvalidArgumentError,
     InvalidConfigError,
+    LedgerNotFoundError,
     LogExistsError,
     MetadataError,
     NamespaceNotFoundError,
@@ -42,6 +45,8 @@ from storage.metastore.base import MetadataStore
 from storage.metastore.sqlite import SqliteMetadataStore
 from storage.segstore.base import SegmentStore
 from storage.segstore.local import LocalSegmentStore
+
+log = logging.getLogger(__name__)
 
 LOCAL_SCHEME = "distributedlog-local"
 ZK_SCHEMES = ("distributedlog", "distributedlog-zk")
@@ -84,6 +89,7 @@ def _zk_store(hosts: str, path: str, conf: Config, *, create: bool) -> MetadataS
         retry_max_tries=int(conf.get("zkNumRetries")),
         retry_start_backoff_ms=int(conf.get("zkRetryStartBackoffMillis")),
         retry_max_backoff_ms=int(conf.get("zkRetryMaxBackoffMillis")),
+        acl_id=conf.zk_acl_id,
     )
 
 
@@ -229,20 +235,30 @@ class Namespace:
                 raise
 
     def delete_log(self, name: str) -> None:
-        """Delete a log: its segments' data, then its metadata.
+        """Delete a log: its metadata (the log is gone at once, for every reader), then its segments' data.
+
+        Metadata first, so a delete that is refused (ZooKeeper ACLs) or interrupted never leaves a log whose
+        segments point at deleted data; at worst ledgers without a log remain (logged).
 
         Raises:
-            InvalidStreamNameError, LogNotFoundError, AlreadyClosedError.
+            InvalidStreamNameError, LogNotFoundError, AlreadyClosedError. MetadataPermissionError: the
+            namespace's ACL refuses this client (nothing is deleted). MetadataError.
         """
         self.check_open()
         meta = LogMetadata(self.metastore, self.paths_of(validate_log_name(name)))
         meta.ensure_exists()
-        for seg in meta.segments():
-            self.segstore.delete_ledger(seg.ledger_id)
+        ledgers = [seg.ledger_id for seg in meta.segments()]
         alloc = meta.allocation().value
         if alloc:
-            self.segstore.delete_ledger(int(alloc))
+            ledgers.append(int(alloc))
         meta.delete()
+        for ledger_id in ledgers:
+            try:
+                self.segstore.delete_ledger(ledger_id)
+            except LedgerNotFoundError:
+                pass
+            except DLError as e:
+                log.warning("log %r deleted, but not the data of its ledger %d: %s", name, ledger_id, e)
 
     def log_exists(self, name: str) -> bool:
         """True if the log exists. Raises InvalidStreamNameError."""

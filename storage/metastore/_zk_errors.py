@@ -26,6 +26,7 @@ from storage.errors import (
     DLError,
     MetadataConnectionError,
     MetadataError,
+    MetadataPermissionError,
     MetadataVersionError,
     NodeExistsError,
     NoNodeError,
@@ -47,6 +48,7 @@ class Failure(enum.Enum):
     NODE_EXISTS = "NODEEXISTS"
     BAD_VERSION = "BADVERSION"
     NOT_EMPTY = "NOTEMPTY"
+    NO_AUTH = "NOAUTH: the node's ACL does not give this client the permission"
     ROLLED_BACK = "an operation of a failed transaction that was only rolled back"
     OTHER = "anything else"
 
@@ -64,6 +66,11 @@ def translate(failure: Failure, e: BaseException, what: str, *, hosts: str, clos
         return MetadataVersionError(f"{what}: version mismatch (BADVERSION)")
     if failure is Failure.NOT_EMPTY:
         return MetadataError(f"{what}: node has children")
+    if failure is Failure.NO_AUTH:
+        return MetadataPermissionError(
+            f"{what}: permission denied by ZooKeeper (NOAUTH): the namespace's nodes carry an ACL and this client "
+            "does not have its credentials (set zkAclId to the namespace's ACL id)"
+        )
     if failure in (Failure.RETRIES_EXHAUSTED, Failure.INTERRUPTED):
         last = e.__context__
         detail = f"{type(last).__name__}: {last}" if last is not None else str(e)

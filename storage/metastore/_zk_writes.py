@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from storage.errors import DLError, MetadataError, NodeExistsError, NoNodeError
+from storage.errors import DLError, MetadataError, MetadataPermissionError, NodeExistsError, NoNodeError
 from storage.metastore._sqlite_tree import parent_of
 from storage.metastore._zk_errors import Failure, RunStore, run
 from storage.metastore.base import Check, Create, Delete, Op, SetData
@@ -58,7 +58,8 @@ def commit(store: WriteStore, ops: list[Op], what: str) -> tuple[int, DLError] |
 
     Raises:
         MetadataConnectionError, MetadataError, AlreadyClosedError: the transaction could not be run
-        (see :func:`~storage.metastore._zk_errors.run`; a write).
+        (see :func:`~storage.metastore._zk_errors.run`; a write). MetadataPermissionError: an operation was
+        refused by a node's ACL (nothing was done).
     """
     stop = len(ops)
     for i, op in enumerate(ops):
@@ -96,6 +97,8 @@ def commit(store: WriteStore, ops: list[Op], what: str) -> tuple[int, DLError] |
         return index, NodeExistsError(f"{where}: node exists")
     error = store._translate(exc, where)
     error.__cause__ = exc
+    if isinstance(error, MetadataPermissionError):
+        raise error  # the ACL refuses it: no re-planning changes that
     return index, error
 
 

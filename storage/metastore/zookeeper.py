@@ -50,6 +50,7 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionDropped,
     ConnectionLoss,
+    NoAuthError,
     NotEmptyError,
     OperationTimeoutError,
     RolledBackError,
@@ -63,6 +64,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import InterruptedError as KazooInterruptedError
 from kazoo.retry import KazooRetry, RetryFailedError
+from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
 
 from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, NodeExistsError, NoNodeError
 from storage.metastore import _zk_connect, _zk_errors, _zk_writes
@@ -119,6 +121,7 @@ _FAILURES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], Fa
     (KazooNodeExistsError, Failure.NODE_EXISTS),
     (BadVersionError, Failure.BAD_VERSION),
     (NotEmptyError, Failure.NOT_EMPTY),
+    (NoAuthError, Failure.NO_AUTH),
     ((RolledBackError, RuntimeInconsistency), Failure.ROLLED_BACK),
 )
 
@@ -139,6 +142,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         retry_max_tries: attempts per request in all (``zkNumRetries`` + 1); ``-1`` = forever.
         retry_start_backoff_ms, retry_max_backoff_ms: the exponential backoff between attempts
             (``zkRetryStartBackoffMillis``, ``zkRetryMaxBackoffMillis``).
+        acl_id: DistributedLog's ``zkAclId``: the session authenticates with the digest credentials
+            ``acl_id:acl_id`` and every znode this store creates carries DistributedLog's
+            ``EVERYONE_READ_CREATOR_ALL`` ACL (anyone may read; only a client with these credentials may
+            create children, change or delete). None: no credentials, open ACLs.
 
     Raises:
         InvalidArgumentError: malformed hosts, root or settings.
@@ -146,6 +153,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             why they do not answer), or the root could not be made.
         MetadataError: another ZooKeeper failure while creating the root.
         NoNodeError: ``create_root`` is False and the root does not exist.
+        MetadataPermissionError: the root must be created and its parent's ACL refuses this client.
     """
 
     def __init__(
@@ -161,6 +169,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         create_root: bool = True,
         open_timeout_s: float | None = None,
         open_timeout_name: str = "open_timeout_s",
+        acl_id: str | None = None,
     ) -> None:
         self._closed = False
         self._stopped = False
@@ -198,10 +207,17 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._locking = LockMembers(self, self._mu)
         self._watches = Watches(self, self._mu, f"metastore-watch:zk{root}")
 
+        if acl_id is not None and (not isinstance(acl_id, str) or not acl_id or ":" in acl_id):
+            self._watches.stop()
+            self._closed = self._stopped = True
+            raise InvalidArgumentError(f"zkAclId must be a non-empty id without ':', not {acl_id!r}")
+        #: The ACL of every znode this store creates (None: kazoo's default, open to everyone).
+        self._acl = None if acl_id is None else [*READ_ACL_UNSAFE, *CREATOR_ALL_ACL]
         try:
             self._client = KazooClient(
                 hosts=hosts,
                 timeout=self._session_timeout_s,
+                auth_data=None if acl_id is None else [("digest", f"{acl_id}:{acl_id}")],
                 connection_retry=KazooRetry(
                     max_tries=-1, delay=RECONNECT_DELAY_S, backoff=2, max_jitter=0.4, max_delay=RECONNECT_MAX_DELAY_S
                 ),
@@ -578,7 +594,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         """Create the znode ``zpath``: kazoo's async request, or with ``tx`` an operation of that
         transaction (returns None). Every znode the store creates is created through here."""
         create = self._client.create_async if tx is None else tx.create
-        return create(zpath, data, ephemeral=ephemeral, sequence=sequence)
+        return create(zpath, data, acl=self._acl, ephemeral=ephemeral, sequence=sequence)
 
     @staticmethod
     def _connection_event(event: Any) -> bool:

@@ -81,6 +81,7 @@ APPENDIX_A: dict[str, Any] = {
 #: The keys this project implements (the brief's list; DistributedLog spells the first-scan key
 #: ``firstNumEntriesEachPerLastRecordScan`` and still accepts the spec's spelling as an alias).
 IMPLEMENTED = {
+    "zkAclId",
     "ledgerMetadataLayoutVersion",
     "ledgerMetadataSkipMinVersionCheck",
     "firstLogsegmentSequenceNumber",

@@ -181,6 +181,7 @@ public final class Errors {
         p.put("InvalidEnvelopedEntryError", "CorruptedEntryError");
         p.put("MetadataConnectionError", "MetadataError");
         p.put("MetadataVersionError", "MetadataError");
+        p.put("MetadataPermissionError", "MetadataError");
         p.put("NodeExistsError", "MetadataError");
         p.put("NoNodeError", "MetadataError");
         p.put("UnsupportedMetadataVersionError", "MetadataError");
