@@ -99,13 +99,15 @@ class WriteError(DLError):
 
 
 class WriteCancelledError(WriteError):
-    """A buffered write was cancelled because the writer aborted or failed."""
+    """A buffered write was cancelled because the writer aborted or failed before sending it: it was not
+    written, and never will be."""
 
     code = 516
 
 
 class TransmitError(WriteError):
-    """Appending an entry to the segment store failed."""
+    """Appending an entry to the segment store failed, or was cut short while in flight: its outcome is unknown
+    (it may be durable); the next owner's recovery decides whether the log has it."""
 
     code = 507
 

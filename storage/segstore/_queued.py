@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from typing import cast
 
 from storage.common.futures import FutureGroup
-from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, WriteCancelledError
+from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, TransmitError, WriteCancelledError
 from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 
 #: Entries taken from the queue together: each (entry id, payload) and its future (None: append_nowait).
@@ -251,22 +251,30 @@ class QueuedLedgerWriter(LedgerWriter):
         return result
 
     def abort(self) -> None:
-        """Stop without sealing: every pending append (queued, or in a batch being written)
-        fails with ``WriteCancelledError`` at once; a batch already being written may still
-        become durable (recovery decides). Waits for the thread, then releases what the writer
-        holds. Idempotent; a no-op after close."""
+        """Stop without sealing: every pending append fails at once. One still queued was never sent:
+        ``WriteCancelledError`` (certainly not written). One in a batch being written may still become
+        durable: ``TransmitError`` (outcome unknown; recovery decides). Waits for the thread, then
+        releases what the writer holds. Idempotent; a no-op after close."""
         with self._report_lock:
             with self._cond:
                 if self._state in (CLOSED, ABORTED):
                     return
                 self._state = ABORTED
-                batches = [b for b in (*self._take_in_flight(), (self._queue, self._queue_futs)) if b[0]]
+                in_flight = [b for b in self._take_in_flight() if b[0]]
+                queued = [(self._queue, self._queue_futs)] if self._queue else []
                 self._queue = []
                 self._queue_futs = []
                 self._cond.notify_all()
-            err = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
-            for entries, futs in batches:
-                self._report(entries, futs, err)
+            unknown = TransmitError(
+                f"writer of ledger {self._ledger_id} aborted while the append was in flight: its outcome is "
+                "unknown until the log is recovered",
+                retriable=True,
+            )
+            cancelled = WriteCancelledError(f"writer of ledger {self._ledger_id} aborted")
+            for entries, futs in in_flight:  # in entry order: in-flight batches come before the queue
+                self._report(entries, futs, unknown)
+            for entries, futs in queued:
+                self._report(entries, futs, cancelled)
         self._join()
         with self._cond:
             self._release()

@@ -4,6 +4,7 @@ commit, fencing, errors (plus what only the local store has: flock stalls, descr
 from __future__ import annotations
 
 import fcntl
+import inspect
 import os
 import queue
 import threading
@@ -15,15 +16,16 @@ import pytest
 
 from storage.errors import (
     AlreadyClosedError,
-    DLError,
     InvalidArgumentError,
     LedgerNotFoundError,
     SegmentStoreError,
+    TransmitError,
     WriteCancelledError,
     WriterFencedError,
 )
-from storage.segstore.base import NO_ENTRY, SegmentStore
+from storage.segstore.base import NO_ENTRY, LedgerWriter, SegmentStore
 from storage.segstore.local import LocalSegmentStore
+from tests.storage.observe import GENEROUS_S, wait_flock_blocked, wait_parked_in
 
 
 class HeldLock:
@@ -164,12 +166,17 @@ def test_abort_cancels_pending(local_store: LocalSegmentStore) -> None:
     store = local_store
     writer = store.create_ledger()
     writer.append(b"kept")
-    lock = HeldLock(store.ledger_path(writer.ledger_id))
-    futures = [writer.append_async(b"x") for _ in range(5)]
+    path = store.ledger_path(writer.ledger_id)
+    lock = HeldLock(path)
+    futures = [writer.append_async(b"x")]  # taken by the writer thread, which blocks on the flock ...
+    wait_flock_blocked(path)
+    futures += [writer.append_async(b"x") for _ in range(4)]  # ... and these queue behind it
     aborter = threading.Thread(target=writer.abort)
     aborter.start()
     try:
-        for fut in futures:
+        # the one in flight may still become durable (outcome unknown); the queued ones were never sent
+        assert isinstance(futures[0].exception(timeout=30), TransmitError)
+        for fut in futures[1:]:
             assert isinstance(fut.exception(timeout=30), WriteCancelledError)
     finally:
         lock.release()
@@ -181,7 +188,10 @@ def test_abort_cancels_pending(local_store: LocalSegmentStore) -> None:
         writer.close()
     writer.abort()  # idempotent
     assert not store.info(writer.ledger_id).closed  # aborting does not seal
-    assert store.fence(writer.ledger_id) >= 0
+    # the batch in flight when aborted became durable once the flock let it through (recovery keeps it);
+    # the queued ones never reached the file
+    assert store.fence(writer.ledger_id) == 1
+    assert [d for _, d in store.read_entries(writer.ledger_id, 0, 1)] == [b"kept", b"x"]
 
 
 def test_closed_writer_rejects_appends(store: SegmentStore) -> None:
@@ -286,10 +296,14 @@ def check_wait_for_lac_and_watch(s: SegmentStore) -> None:
     cancel = s.watch(changes.put)
     assert s.wait_for_lac(lid, NO_ENTRY, 0) == NO_ENTRY  # times out at once
     result: Future[int] = Future()
-    waiter = threading.Thread(target=lambda: result.set_result(s.wait_for_lac(lid, NO_ENTRY, 30)))
+    # a timeout far beyond the test's patience: the waiter returns because the append woke it
+    waiter = threading.Thread(target=lambda: result.set_result(s.wait_for_lac(lid, NO_ENTRY, 10 * GENEROUS_S)))
+    waiter.daemon = True
     waiter.start()
+    wait_parked_in(waiter, "wait_change", "storage/segstore/_changes.py")  # waiting before the append
+    assert not result.done()
     writer.append(b"1")
-    assert result.result(timeout=30) == 0
+    assert result.result(timeout=GENEROUS_S) == 0
     waiter.join()
     assert changes.get(timeout=30) == lid
     cancel()
@@ -306,9 +320,37 @@ def test_wait_for_lac_and_watch_local_polling(store_root: Path) -> None:
         check_wait_for_lac_and_watch(s)
 
 
+def _parameters(fn: object) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
+
+
 def test_store_satisfies_interface(store: SegmentStore) -> None:
-    assert isinstance(store, SegmentStore)
-    assert issubclass(WriterFencedError, DLError)
+    """Each store kind, and its ledger writer, takes every call of the interface as the interface declares it
+    (parameter names, kinds and defaults; properties stay properties): code written against ``SegmentStore``
+    and ``LedgerWriter`` -- keyword arguments included -- runs on every kind. Python checks none of this."""
+    writer = store.create_ledger()
+    try:
+        for interface, impl in ((SegmentStore, type(store)), (LedgerWriter, type(writer))):
+            assert isinstance(store if interface is SegmentStore else writer, interface)
+            checked = 0
+            for name in dir(interface):
+                if name.startswith("_"):
+                    continue
+                declared, actual = inspect.getattr_static(interface, name), inspect.getattr_static(impl, name)
+                if isinstance(declared, property):
+                    assert isinstance(actual, property), f"{impl.__name__}.{name} is not a property"
+                elif callable(declared):
+                    want, got = getattr(interface, name), getattr(impl, name)
+                    assert _parameters(got) == _parameters(want), (
+                        f"{impl.__name__}.{name}{inspect.signature(got)} is not "
+                        f"{interface.__name__}.{name}{inspect.signature(want)}"
+                    )
+                else:
+                    continue
+                checked += 1
+            assert checked >= 8, (interface.__name__, checked)
+    finally:
+        writer.abort()
 
 
 def test_allocated_id_then_create(store: SegmentStore, other: SegmentStore) -> None:
