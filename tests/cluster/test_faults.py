@@ -1,0 +1,210 @@
+"""The failures a replicated log exists to survive, as network and process faults between simulated hosts
+(ZooKeeper ×3, Ceph mon + 3 OSDs of a size 3 / min_size 2 pool, writers and readers on client hosts), each
+checked by the one history checker: every acknowledged record present exactly once, DLSN order equals read order
+for every reader, no record of a fenced writer visible after the fence, per-writer order.
+
+Every test prints the checker's line (``CHECK ... OK``) and the writes' availability per fault kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.scenario import Scenario, median_ms
+from tools.cluster import CEPH_HOSTS, ZK_HOSTS, Cluster
+from tools.history import availability
+
+pytestmark = pytest.mark.timeout(900)
+
+#: The nemesis's fault kinds.
+NEMESES = ("partition", "isolate-zk", "isolate-osd", "loss", "delay", "kill-zk", "pause-zk", "kill-osd")
+
+
+def _retriable_errors(errors: list[tuple[str, str, str]]) -> bool:
+    return bool(errors) and all(retriable == "True" for _, retriable, _ in errors)
+
+
+def test_writer_cut_from_zookeeper_but_not_from_ceph_is_fenced_by_the_next_owner(
+    healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path
+) -> None:
+    """Split brain as DistributedLog's fencing is built for: the writer's host loses ZooKeeper but still reaches
+    the storage, while a writer on another host takes the log over. The old writer is frozen (SIGSTOP) at the cut
+    with appends queued, so it cannot notice; once it runs again it still reaches Ceph, and its later appends fail
+    (guarded appends against the fenced ledger). None is visible, and every record it had acknowledged survives."""
+    c = healthy_cluster
+    run = Scenario(c, cluster_namespace, tmp_path)
+    old = run.writer("client1", "split", "old", "--rate", "300", "--once")
+    old.wait_line("ACK", count=3)
+    with run.fault("partition", "client1 | zk1 zk2 zk3, old writer frozen"):
+        old.proc.send_signal(signal.SIGSTOP)
+        c.faults.partition([["client1"], list(ZK_HOSTS)])
+        cut_at = time.monotonic()
+        new = run.writer("client2", "split", "new", "--rate", "200")
+        new.wait_line("OWNER", timeout=120)
+        took_over = time.monotonic() - cut_at
+        new.wait_line("ACK", count=3)
+        old.proc.send_signal(signal.SIGCONT)  # a zombie: it still reaches Ceph, its appends race the fence
+        old.proc.wait(120)  # --once: it stops at its first failure
+        new.wait_line("ACK", count=new.acks() // 100 + 2)
+    c.heal()
+    old_errors = old.errors()
+    report = run.finish(["split"])
+    print(f"split brain: the new owner took over {took_over:.1f}s after the cut; the old writer saw {old_errors[:2]}")
+    assert report.ok, report
+    assert old_errors and old_errors[0][0] in ("WriterFencedError", "LockingError", "TransmitError"), old_errors
+    assert report.counts["stale_visible"] == 0 and report.counts["lost"] == 0
+
+
+def test_zookeeper_leader_partitioned_away_then_killed(
+    healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path
+) -> None:
+    """The leader's host is cut off with one client host (the minority), then killed: writers and readers on the
+    majority side go on after a bounded pause, the minority's client gets retriable errors only, nothing
+    acknowledged is lost."""
+    c = healthy_cluster
+    leader = c.zk_leader()
+    assert leader is not None
+    leader_host = leader.host
+    others = [h for h in ZK_HOSTS if h != leader_host]
+    run = Scenario(c, cluster_namespace, tmp_path)
+    major = run.writer("client1", "major", "w-major", "--rate", "200")
+    reader = run.reader("client2", "major", "r-major")
+    minor = run.writer("client3", "minor", "w-minor", "--rate", "100")
+    for w in (major, minor):
+        w.wait_line("ACK", count=2)
+    reader.wait_line("READING")
+    with run.fault("partition", f"{leader_host} client3 | {' '.join(others)} client1 client2"):
+        c.faults.partition([[leader_host, "client3"], [*others, "client1", "client2"]])
+        before = major.acks()
+        major.wait_line("ACK", count=before // 100 + 3, timeout=180)  # the majority goes on
+        minor.wait_line("ERROR", timeout=120)  # the minority is told, retriably
+        with run.fault("kill", f"zk leader {leader.name}"):
+            c.kill(leader.name)
+            before = major.acks()
+            major.wait_line("ACK", count=before // 100 + 3, timeout=180)
+    c.heal()
+    c.wait_zk_quorum(timeout=60)
+    minor_errors = minor.errors()
+    report = run.finish(["major", "minor"])
+    assert report.ok, report
+    assert _retriable_errors(minor_errors), minor_errors
+    assert run.history is not None
+    pause = max((g.length for _, g in availability(run.history, "write", log="major").windows if g), default=0.0)
+    print(f"ZooKeeper leader {leader_host} partitioned then killed: majority writer's longest pause {pause:.2f}s")
+
+
+def test_one_then_two_osd_hosts_isolated(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
+    """One OSD host isolated: writes go on with two replicas. Two: writes fail retriably within the op timeout.
+    Healed: the writer reopens and goes on. Nothing acknowledged is lost."""
+    c = healthy_cluster
+    run = Scenario(c, cluster_namespace, tmp_path)
+    w = run.writer("client1", "osd", "w-osd", "--rate", "200")
+    w.wait_line("ACK", count=2)
+    with run.fault("isolate", "ceph3 (osd.2)"):
+        c.faults.isolate(CEPH_HOSTS[2])
+        before = w.acks()
+        w.wait_line("ACK", count=before // 100 + 5, timeout=180)  # two replicas are enough
+        with run.fault("isolate", "ceph2 (osd.1) too"):
+            c.faults.isolate(CEPH_HOSTS[1])
+            cut = time.monotonic()
+            w.wait_line("ERROR", timeout=120)
+            failed_after = time.monotonic() - cut
+            errors = w.errors()
+    c.heal()
+    resumed_from = w.acks()
+    w.wait_line("ACK", count=resumed_from // 100 + 3, timeout=240)  # after healing, writes resume
+    report = run.finish(["osd"])
+    print(f"two of three OSD hosts isolated: the writer's first error {failed_after:.1f}s after the cut: {errors[0]}")
+    assert report.ok, report
+    assert _retriable_errors(errors), errors
+
+
+def test_delay_and_loss_between_writers_and_storage(
+    healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path
+) -> None:
+    """50 ms ± 20 ms added delay and 5% loss between the writer's host and the storage hosts: correct, slower.
+    Reports the acknowledgement latency and rate with and without the faults, from the same run."""
+    c = healthy_cluster
+    run = Scenario(c, cluster_namespace, tmp_path)
+    w = run.writer("client1", "slow", "w-slow", "--rate", "400", "--window", "128")
+    w.wait_line("ACK", count=2)
+    phase = 20.0
+    t0 = time.monotonic()
+    time.sleep(phase)
+    t1 = time.monotonic()
+    with run.fault("delay+loss", "client1 <-> ceph1 ceph2 ceph3: 50±20 ms, 5%"):
+        c.faults.delay(["client1"], list(CEPH_HOSTS), ms=50, jitter_ms=20, seed=20261125)
+        c.faults.loss(["client1"], list(CEPH_HOSTS), p=0.05)
+        time.sleep(phase)
+        t2 = time.monotonic()
+    c.heal()
+    report = run.finish(["slow"])
+    assert report.ok, report
+    base, slow = run.write_latencies(t0, t1), run.write_latencies(t1 + 2, t2)
+    rate_base, rate_slow = run.acked_between(t0, t1) / (t1 - t0), run.acked_between(t1 + 2, t2) / (t2 - t1 - 2)
+    print(
+        f"delay 50±20 ms + 5% loss to the storage hosts: ack latency median {median_ms(base):.0f} -> "
+        f"{median_ms(slow):.0f} ms, rate {rate_base:.0f} -> {rate_slow:.0f} acks/s "
+        f"({rate_slow / rate_base if rate_base else 0:.2f}x)"
+    )
+    assert slow and base
+
+
+def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
+    """Several writers and tailing readers while a seeded nemesis mixes partitions, isolations, loss, delay and
+    process kills/pauses of ZooKeeper servers and OSDs for ``$DLC_NEMESIS_SECONDS`` (CI: a short schedule; `make
+    chaos`: 20 minutes and more). One checker line; lost, duplicated, reordered and stale-visible all 0."""
+    c = healthy_cluster
+    seconds = float(os.environ.get("DLC_NEMESIS_SECONDS", "90"))
+    seed = int(os.environ.get("DLC_NEMESIS_SEED", "20261125"))
+    rng = random.Random(seed)
+    run = Scenario(c, cluster_namespace, tmp_path)
+    logs = ["n1", "n2", "n3"]
+    for i, log in enumerate(logs):
+        run.writer(f"client{i + 1}", log, f"w-{log}", "--rate", "100")
+        run.reader(f"client{(i + 1) % 3 + 1}", log, f"r-{log}")
+    for cl in run.clients:
+        cl.wait_line("OWNER" if cl.name.startswith("w-") else "READING", timeout=120)
+    injected: dict[str, int] = {}
+    clients = ["client1", "client2", "client3"]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        kind = rng.choice(NEMESES)
+        hold = rng.uniform(3, 12)
+        detail = ""
+        with run.fault(kind, detail):
+            if kind == "partition":
+                side = rng.sample(clients, rng.randint(1, 2))
+                zk_side = rng.sample(list(ZK_HOSTS), 1)
+                c.faults.partition([[*side, *zk_side], [h for h in ZK_HOSTS if h not in zk_side]])
+            elif kind == "isolate-zk":
+                c.faults.isolate(rng.choice(ZK_HOSTS))
+            elif kind == "isolate-osd":
+                c.faults.isolate(rng.choice(CEPH_HOSTS[1:]))
+            elif kind == "loss":
+                c.faults.loss([rng.choice(clients)], None, p=rng.choice([0.05, 0.2]))
+            elif kind == "delay":
+                seed_of_delay = rng.randrange(1 << 30)
+                c.faults.delay([rng.choice(clients)], list(CEPH_HOSTS), ms=50, jitter_ms=20, seed=seed_of_delay)
+            elif kind == "kill-zk":
+                c.kill(rng.choice([z.name for z in c.zk]))
+            elif kind == "pause-zk":
+                c.pause(rng.choice([z.name for z in c.zk]))
+            elif kind == "kill-osd":
+                c.kill(rng.choice(["osd.1", "osd.2"]))
+            time.sleep(hold)
+            c.heal()
+        injected[kind] = injected.get(kind, 0) + 1
+        time.sleep(rng.uniform(2, 6))
+    c.wait_zk_quorum(timeout=60)
+    time.sleep(10)  # let every writer reopen after the last fault
+    report = run.finish(logs)
+    print("NEMESIS faults " + json.dumps(injected, sort_keys=True) + f" over {seconds:.0f}s (seed {seed})")
+    assert report.ok, report
