@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm
+.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,15 +57,38 @@ ceph: $(BIN)/python
 jvm: venv
 	$(BIN)/python -m jvm_shim.build
 
+## Simulated-cluster tests (tests/cluster, tools/cluster.py): firewall tools for the faults (added delay needs no
+## package: tools/netsim/delayer.py speaks the kernel's NFQUEUE protocol itself).
+CLUSTER_PACKAGES := iptables nftables iproute2 util-linux
+cluster-deps:
+	@missing=; for p in $(CLUSTER_PACKAGES); do \
+	  dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
+	test -z "$$missing" || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing)
+
+## One machine, several hosts: ZooKeeper x3 + Ceph + Spark on network namespaces (root); prints the namespace URI.
+## `.venv/bin/python -m tools.cluster down` removes it (`cleanup` after a crash).
+cluster: venv zookeeper ceph cluster-deps
+	$(BIN)/python -m tools.cluster up
+
+## A long seeded nemesis on the simulated cluster (CHAOS_SECONDS of faults, default 20 minutes); prints the
+## checker's line, the faults injected by kind and the longest unavailability per fault kind.
+CHAOS_SECONDS ?= 1200
+CHAOS_SEED ?= 20261125
+chaos: venv zookeeper ceph cluster-deps
+	DLC_NEMESIS_SECONDS=$(CHAOS_SECONDS) DLC_NEMESIS_SEED=$(CHAOS_SEED) \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout $$(( $(CHAOS_SECONDS) + 900 )) \
+	  tests/cluster/test_faults.py::test_random_nemesis
+
 ## Lint, type-check, then the whole test suite.
-test: venv lint zookeeper ceph
+test: venv lint zookeeper ceph cluster-deps
 	$(BIN)/python -m pytest -q
 
 lint: venv
 	$(BIN)/ruff check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/mypy
-	$(BIN)/mypy --strict tools/ceph_cluster.py
+	$(BIN)/mypy --strict tools/
 
 bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_storage.py

@@ -25,7 +25,16 @@ replicated pool (8 PGs, size 3, min_size 2, ``application enable ... rados``) an
 :meth:`CephCluster.start` returns once that user wrote to the pool and every PG is active+clean. Health is
 HEALTH_OK, also past the 120 s after which a mgr-less mon raises MGR_DOWN (``mon_mgr_mkfs_grace`` is a year).
 
-Ports: all on 127.0.0.1, below the ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``), each
+Placement (optional; default: everything on loopback as described here): ``CephCluster(..., mon_at=Placement(addr,
+prefix), osds_at=[...], tools_at=Placement(...), public_network="10.251.0.0/24")`` runs each daemon with an argv
+prefix (e.g. ``ip netns exec NS ...``: a simulated host, see ``tools/netsim``) and binds it to that host's
+address: ``mon_host = [v2:<mon addr>:3300,v1:<mon addr>:6789]``, ``public_network``/``cluster_network`` the
+given subnet, ``public_addr``/``cluster_addr`` per daemon, OSD ports in Ceph's default window 6800-7300 (each
+host has its own ports, so nothing is checked by bind()); the ``ceph``/``rados`` tools and ``ceph-osd --mkfs``
+run inside ``tools_at``/the OSD's host. ``cluster.json`` keeps the placement, so :meth:`CephCluster.existing`
+gets it back.
+
+Ports (loopback): all on 127.0.0.1, below the ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``), each
 checked free by bind(): the mon on ``P`` (msgr v2) and ``P+1`` (v1), the OSDs in the 200-port window
 ``P+10..P+209`` (``ms_bind_port_min/max``; 8 ports per OSD), ``P`` random in 20000..ephemeral-210.
 
@@ -103,7 +112,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -111,6 +121,7 @@ __all__ = [
     "INSTALL_HINT",
     "CephCluster",
     "CephClusterError",
+    "Placement",
     "missing_programs",
 ]
 
@@ -132,12 +143,40 @@ PORT_WINDOW = 200
 PORT_FLOOR = 20000
 #: Longest path a unix socket (the daemons' admin sockets) can have on Linux.
 UNIX_PATH_MAX = 107
+#: Ports of a placed monitor (msgr v2, v1: Ceph's defaults) and the OSD port window (Ceph's default).
+PLACED_MON_PORTS = (3300, 6789)
+PLACED_BIND_PORTS = (6800, 7300)
 #: Environment variables that would change what the ``ceph``/``rados`` tools and the daemons do.
 _SCRUBBED_ENV = ("CEPH_ARGS", "CEPH_CONF", "CEPH_KEYRING", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
 
 
 class CephClusterError(RuntimeError):
     """A step of the harness failed; the message says which, and holds the relevant output or log tail."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a daemon (or the admin tools) runs: the address it binds and the argv prefix that runs a command
+    there (e.g. ``("ip", "netns", "exec", "dlc-x-ceph1")``; empty: here)."""
+
+    addr: str
+    prefix: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-able form (for ``cluster.json``)."""
+        return {"addr": self.addr, "prefix": list(self.prefix)}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> Placement:
+        """The inverse of :meth:`to_json`.
+
+        Raises:
+            CephClusterError: ``raw`` is not such a mapping.
+        """
+        addr, prefix = raw.get("addr"), raw.get("prefix", [])
+        if not isinstance(addr, str) or not isinstance(prefix, list):
+            raise CephClusterError(f"bad placement in cluster.json: {raw!r}")
+        return cls(addr, tuple(str(p) for p in prefix))
 
 
 def missing_programs() -> list[str]:
@@ -221,6 +260,12 @@ class CephCluster:
             --pdeathsig``), so a hard-killed test run leaves nothing behind. Not for the CLI, whose
             daemons must outlive it.
         verbose: progress lines on stderr.
+        mon_at, osds_at, tools_at, public_network: run the monitor, each OSD (``osds_at[i]`` for ``osd.i``)
+            and the admin tools at these placements, on the subnet ``public_network`` (all four or none;
+            default: all on loopback, here).
+
+    Raises:
+        ValueError: inconsistent sizes or an incomplete placement.
     """
 
     CLIENT_ID = "dlog"
@@ -236,7 +281,16 @@ class CephCluster:
         cephx: bool = True,
         die_with_parent: bool = False,
         verbose: bool = False,
+        mon_at: Placement | None = None,
+        osds_at: Sequence[Placement] | None = None,
+        tools_at: Placement | None = None,
+        public_network: str | None = None,
     ) -> None:
+        placed = (mon_at, osds_at, tools_at, public_network)
+        if any(p is not None for p in placed) and any(p is None for p in placed):
+            raise ValueError("mon_at, osds_at, tools_at and public_network go together")
+        if osds_at is not None and len(osds_at) != osds:
+            raise ValueError(f"osds_at has {len(osds_at)} placements for {osds} OSDs")
         if osds < 1:
             raise ValueError("osds must be >= 1")
         if not 1 <= min_size <= pool_size:
@@ -251,8 +305,29 @@ class CephCluster:
         self.cephx = cephx
         self.die_with_parent = die_with_parent
         self.verbose = verbose
+        self.mon_at = mon_at
+        self.osds_at = tuple(osds_at) if osds_at is not None else None
+        self.tools_at = tools_at
+        self.public_network = public_network
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._t0 = time.monotonic()
+
+    @property
+    def placed(self) -> bool:
+        """Whether the daemons run at placements (simulated hosts) rather than here on loopback."""
+        return self.mon_at is not None
+
+    def placement(self, name: str) -> Placement | None:
+        """The placement of daemon ``name`` (``mon.a``, ``osd.N``) or of the tools (any other name)."""
+        if name.startswith("mon.") and self.mon_at is not None:
+            return self.mon_at
+        if name.startswith("osd.") and self.osds_at is not None:
+            return self.osds_at[int(name.split(".", 1)[1])]
+        return self.tools_at
+
+    def _where(self, name: str) -> list[str]:
+        at = self.placement(name)
+        return list(at.prefix) if at is not None else []
 
     # --- where things are --------------------------------------------------------------------
     @property
@@ -361,7 +436,7 @@ class CephCluster:
             out.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()
             proc = subprocess.Popen(
-                [*prefix, *argv],
+                [*prefix, *self._where(name), *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -388,11 +463,17 @@ class CephCluster:
 
     # --- running the tools -------------------------------------------------------------------
     def _run(
-        self, argv: Sequence[str], *, timeout: float, what: str | None = None, input_text: str | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        what: str | None = None,
+        input_text: str | None = None,
+        where: Sequence[str] = (),
     ) -> str:
         try:
             res = subprocess.run(
-                list(argv),
+                [*where, *argv],
                 input=input_text,
                 capture_output=True,
                 text=True,
@@ -425,7 +506,13 @@ class CephCluster:
         argv = ["ceph", "-c", str(self.conf_path), "-n", "client.admin", "--connect-timeout", conn, *args]
         if input_text is not None:
             argv[1:1] = ["-i", "-"]
-        return self._run(argv, timeout=timeout + 5, what="ceph " + " ".join(args), input_text=input_text)
+        return self._run(
+            argv,
+            timeout=timeout + 5,
+            what="ceph " + " ".join(args),
+            input_text=input_text,
+            where=self._where("tools"),
+        )
 
     def ceph_json(self, *args: str, timeout: float = 30.0) -> object:
         """:meth:`ceph` with ``-f json``, parsed."""
@@ -440,7 +527,7 @@ class CephCluster:
         argv = ["rados", "-c", str(self.conf_path), "--id", user or self.CLIENT_ID, *args]
         # rados has no connect timeout option of its own: bound the mon and OSD waits instead
         argv += ["--client-mount-timeout", str(int(timeout)), "--rados-osd-op-timeout", str(int(timeout))]
-        return self._run(argv, timeout=timeout + 5, what="rados " + " ".join(args))
+        return self._run(argv, timeout=timeout + 5, what="rados " + " ".join(args), where=self._where("tools"))
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout: float = 300.0) -> CephCluster:
@@ -480,16 +567,25 @@ class CephCluster:
         for entry in ("mon", "osd", "log", "run", "crash", "pids", "tmp"):
             (self.directory / entry).mkdir()
 
-    def _write_conf(self, fsid: str, mon_port: int, bind_min: int, bind_max: int) -> None:
+    def _mon_addrvec(self, mon_ports: tuple[int, int]) -> str:
+        addr = self.mon_at.addr if self.mon_at is not None else "127.0.0.1"
+        return f"[v2:{addr}:{mon_ports[0]},v1:{addr}:{mon_ports[1]}]"
+
+    def _write_conf(self, fsid: str, mon_ports: tuple[int, int], bind_min: int, bind_max: int) -> None:
         d = self.directory
         auth = "cephx" if self.cephx else "none"
+        if self.placed:
+            where = f"on simulated hosts of {self.public_network}"
+            addrs = f"public_network = {self.public_network}\ncluster_network = {self.public_network}"
+        else:
+            where = "on 127.0.0.1"
+            addrs = "public_addr = 127.0.0.1\ncluster_addr = 127.0.0.1"
         conf = f"""\
-# Written by tools/ceph_cluster.py: a throw-away cluster on 127.0.0.1, everything under {d}.
+# Written by tools/ceph_cluster.py: a throw-away cluster {where}, everything under {d}.
 [global]
 fsid = {fsid}
-mon_host = [v2:127.0.0.1:{mon_port},v1:127.0.0.1:{mon_port + 1}]
-public_addr = 127.0.0.1
-cluster_addr = 127.0.0.1
+mon_host = {self._mon_addrvec(mon_ports)}
+{addrs}
 ms_bind_port_min = {bind_min}
 ms_bind_port_max = {bind_max}
 auth_cluster_required = {auth}
@@ -565,14 +661,23 @@ bluestore_rocksdb_options_annex = write_buffer_size={8 * 1024**2}
 objecter_timeout = 2
 objecter_tick_interval = 1
 """
+        if self.mon_at is not None and self.osds_at is not None:
+            # each daemon binds its own host's address
+            conf += f"\n[mon.a]\npublic_addr = {self.mon_at.addr}\n"
+            for i, at in enumerate(self.osds_at):
+                conf += f"\n[osd.{i}]\npublic_addr = {at.addr}\ncluster_addr = {at.addr}\n"
         self.conf_path.write_text(conf)
 
     def _bootstrap(self, deadline: float) -> None:
         d = self.directory
         rng = random.Random()
-        mon_port, bind_min, bind_max = _choose_ports(self.osds, rng)
+        if self.placed:  # each host has ports of its own
+            mon_ports, (bind_min, bind_max) = PLACED_MON_PORTS, PLACED_BIND_PORTS
+        else:
+            mon_port, bind_min, bind_max = _choose_ports(self.osds, rng)
+            mon_ports = (mon_port, mon_port + 1)
         fsid = str(uuid.uuid4())
-        self._write_conf(fsid, mon_port, bind_min, bind_max)
+        self._write_conf(fsid, mon_ports, bind_min, bind_max)
         (d / "cluster.json").write_text(
             json.dumps(
                 {
@@ -581,15 +686,24 @@ objecter_tick_interval = 1
                     "pool_size": self.pool_size,
                     "min_size": self.min_size,
                     "cephx": self.cephx,
-                    "mon_port": mon_port,
+                    "mon_port": mon_ports[0],
+                    "mon_ports": list(mon_ports),
                     "bind_ports": [bind_min, bind_max],
+                    "placement": None
+                    if self.mon_at is None or self.osds_at is None or self.tools_at is None
+                    else {
+                        "mon": self.mon_at.to_json(),
+                        "osds": [at.to_json() for at in self.osds_at],
+                        "tools": self.tools_at.to_json(),
+                        "public_network": self.public_network,
+                    },
                 },
                 indent=1,
             )
             + "\n"
         )
         auth = "cephx" if self.cephx else "none"
-        self._say(f"mon 127.0.0.1:{mon_port},{mon_port + 1}; OSD ports {bind_min}-{bind_max}; auth {auth}")
+        self._say(f"mon {self._mon_addrvec(mon_ports)}; OSD ports {bind_min}-{bind_max}; auth {auth}")
 
         # keys: mon. and client.admin go into the mon's initial auth database at mkfs
         boot = d / "tmp" / "mon-bootstrap.keyring"
@@ -615,7 +729,7 @@ objecter_tick_interval = 1
 
         # monitor
         monmap = d / "tmp" / "monmap"
-        addrs = f"[v2:127.0.0.1:{mon_port},v1:127.0.0.1:{mon_port + 1}]"
+        addrs = self._mon_addrvec(mon_ports)
         self._run(
             [
                 "monmaptool",
@@ -666,7 +780,17 @@ objecter_tick_interval = 1
                 )
                 with open(self.log_dir / f"osd.{i}.mkfs.out", "wb") as out:
                     mkfs[i] = subprocess.Popen(
-                        ["ceph-osd", "-c", conf, "-i", str(i), "--mkfs", "--osd-uuid", osd_uuid],
+                        [
+                            *self._where(f"osd.{i}"),
+                            "ceph-osd",
+                            "-c",
+                            conf,
+                            "-i",
+                            str(i),
+                            "--mkfs",
+                            "--osd-uuid",
+                            osd_uuid,
+                        ],
                         stdin=subprocess.DEVNULL,
                         stdout=out,
                         stderr=subprocess.STDOUT,
@@ -844,6 +968,20 @@ objecter_tick_interval = 1
             raise CephClusterError(f"{name} is still running (pid {pid})")
         return self._spawn(name, ["ceph-osd", "-c", str(self.conf_path), "-i", str(osd_id), "-f"]).pid
 
+    def start_mon(self) -> int:
+        """Restart the existing monitor ``mon.a`` (same data); record and return its new PID. Does not wait
+        for it to answer.
+
+        Raises:
+            CephClusterError: there is no monitor in ``directory``, or it still runs.
+        """
+        if not (self.directory / "mon" / "ceph-a").is_dir():
+            raise CephClusterError(f"there is no mon.a in {self.directory}")
+        pid = self._recorded().get("mon.a")
+        if pid is not None and self._is_ours(pid):
+            raise CephClusterError(f"mon.a is still running (pid {pid})")
+        return self._spawn("mon.a", ["ceph-mon", "-c", str(self.conf_path), "-i", "a", "-f"]).pid
+
     def revive(self, timeout: float = 120.0) -> list[str]:
         """Undo OSD failures: SIGCONT stopped OSDs, restart dead ones, then wait until all are up and every PG
         is active+clean. Returns the names of the OSDs it continued or restarted (nothing to do: no waiting)."""
@@ -929,7 +1067,7 @@ objecter_tick_interval = 1
             batch = pgids[start : start + 16]
             procs = {
                 pgid: subprocess.Popen(
-                    [*base, "pg", pgid, "query", "-f", "json"],
+                    [*self._where("tools"), *base, "pg", pgid, "query", "-f", "json"],
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
@@ -982,6 +1120,21 @@ objecter_tick_interval = 1
             saved = json.loads((d / "cluster.json").read_text())
         except (OSError, ValueError) as e:
             raise CephClusterError(f"no cluster in {d}: {e}") from None
+        placement = saved.get("placement")
+        if isinstance(placement, dict):
+            return cls(
+                d,
+                osds=int(saved["osds"]),
+                pool=str(saved["pool"]),
+                pool_size=int(saved["pool_size"]),
+                min_size=int(saved["min_size"]),
+                cephx=bool(saved["cephx"]),
+                verbose=verbose,
+                mon_at=Placement.from_json(placement["mon"]),
+                osds_at=[Placement.from_json(o) for o in placement["osds"]],
+                tools_at=Placement.from_json(placement["tools"]),
+                public_network=str(placement["public_network"]),
+            )
         return cls(
             d,
             osds=int(saved["osds"]),

@@ -127,6 +127,7 @@ def writer(args: argparse.Namespace, stop: Stop, rec: HistoryRecorder) -> int:
                 in_flight.acquire()
                 value = f"{args.name}-{n}"
                 op = n
+                n += 1  # every invoke has an id of its own, also one refused at once
                 rec.invoke(op, "write", value, log=args.log, txid=txid, writer=f"{args.name}#{epoch}")
                 try:
                     fut = w.write(storage.LogRecord(txid, value.encode()))
@@ -159,7 +160,6 @@ def writer(args: argparse.Namespace, stop: Stop, rec: HistoryRecorder) -> int:
                         failed.set()
 
                 fut.add_done_callback(done)
-                n += 1
                 txid += 1
                 next_at += period
                 delay = next_at - time.monotonic()

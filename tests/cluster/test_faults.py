@@ -157,6 +157,7 @@ def test_delay_and_loss_between_writers_and_storage(
     assert slow and base
 
 
+@pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "90"))) + 900)
 def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
     """Several writers and tailing readers while a seeded nemesis mixes partitions, isolations, loss, delay and
     process kills/pauses of ZooKeeper servers and OSDs for ``$DLC_NEMESIS_SECONDS`` (CI: a short schedule; `make
