@@ -15,6 +15,7 @@ checker line at the end.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import statistics
 import subprocess
 import threading
@@ -169,6 +170,21 @@ class Scenario:
             for op in self.history.ops
             if op.kind == "write" and op.outcome == "ok" and op.done is not None and start <= op.invoked < end
         ]
+
+    def longest_gap(self, start: float, end: float, log: str | None = None) -> float:
+        """The longest time in [start, end) without an acknowledgement (of ``log``, or any), in seconds."""
+        assert self.history is not None
+        oks = sorted(
+            op.done
+            for op in self.history.ops
+            if op.kind == "write"
+            and op.outcome == "ok"
+            and op.done is not None
+            and start <= op.done < end
+            and (log is None or op.log == log)
+        )
+        points = [start, *oks, end]
+        return max(b - a for a, b in itertools.pairwise(points))
 
     def acked_between(self, start: float, end: float) -> int:
         assert self.history is not None
