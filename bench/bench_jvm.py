@@ -13,13 +13,16 @@ shim batches them across the bridge, over the gateway's data channel), each on a
 JVM program again with ``-Ddlog.shim.dataChannel=false`` (every record byte through py4j's base64 text), to
 show what the data channel is for. Both sides use the same writer configuration
 (:func:`bench._common.writer_conf`: 64 KiB output buffer, no periodic or immediate flush, one segment) and the
-same payload. Prints one markdown table: medians of the timed rounds and their ratios (target >= 0.5).
+same payload. Prints one markdown table: medians of the timed rounds and their ratios (target >= 0.5), and how
+long the gateway process takes to start (``python -m jvm_shim`` spawned until its ``GATEWAY`` line, median of
+``--starts``; the tests only require that it starts).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ from _common import (
 )
 
 import storage
+from jvm_shim import build
 
 TARGET = 0.5
 JAVA_BENCH = REPO / "tests" / "jvm" / "java" / "ShimBench.java"
@@ -73,7 +77,8 @@ def compile_bench(out: Path) -> str:
     import jvm_shim
 
     jar = str(jvm_shim.jar_path())
-    subprocess.run(["javac", "--release", "17", "-cp", jar, "-d", str(out), str(JAVA_BENCH)], check=True)
+    javac = build.require_tool("javac")  # the build's rule for finding the JDK
+    subprocess.run([javac, "--release", "17", "-cp", jar, "-d", str(out), str(JAVA_BENCH)], check=True)
     return os.pathsep.join([jar, str(jvm_shim.py4j_jar()), str(out)])
 
 
@@ -88,12 +93,43 @@ def java_rates(
     conf = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in writer_conf().items()]
     jvm = [] if data_channel else ["-Ddlog.shim.dataChannel=false"]
     name = f"java-{size}-{'channel' if data_channel else 'py4j'}"
-    cmd = ["java", *jvm, "-cp", classpath, "ShimBench", uri, name, str(records), str(size), str(reps), *conf]
+    java = build.require_tool("java")
+    cmd = [java, *jvm, "-cp", classpath, "ShimBench", uri, name, str(records), str(size), str(reps), *conf]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     rates = [float(line.split()[4]) for line in p.stdout.splitlines() if line.startswith("RATE ")]
     if p.returncode != 0 or len(rates) != reps:
         raise SystemExit(f"ShimBench failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
     return rates
+
+
+def gateway_starts(uri: str, starts: int) -> list[float]:
+    """Seconds from spawning ``python -m jvm_shim --uri URI --port 0`` to its ``GATEWAY`` line, ``starts`` times
+    (each process then stopped with SIGTERM)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env.pop("DLOG_GATEWAY_TOKEN", None)
+    seconds: list[float] = []
+    for _ in range(starts):
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jvm_shim", "--uri", uri, "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline().decode()
+            seconds.append(time.perf_counter() - t0)
+            if not line.startswith("GATEWAY "):
+                raise SystemExit(
+                    f"the gateway did not start: {line!r} {proc.stderr.read().decode() if proc.stderr else ''}"
+                )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+    return seconds
 
 
 def _cell(rate: float, size: int) -> str:
@@ -103,7 +139,7 @@ def _cell(rate: float, size: int) -> str:
 Row = tuple[int, list[float], list[float], list[float]]  # size, Python, Java (data channel), Java (py4j only)
 
 
-def render(records: int, reps: int, rows: list[Row], seconds: float) -> str:
+def render(records: int, reps: int, rows: list[Row], seconds: float, starts: list[float]) -> str:
     lines = [
         f"## Java async writes through the shim ÷ the Python async writer: {records:,} records, "
         f"median of {reps} after a warm-up",
@@ -123,6 +159,9 @@ def render(records: int, reps: int, rows: list[Row], seconds: float) -> str:
             f"| >= {TARGET:g} | {yes_no(ratio >= TARGET)} | {_cell(jpm, size)} | {jpm / pm:.2f} |"
         )
     lines += [
+        "",
+        f"Gateway process start (`python -m jvm_shim` spawned until its GATEWAY line): median "
+        f"{median(starts):.2f} s of {len(starts)} (min {min(starts):.2f} s, max {max(starts):.2f} s).",
         "",
         f"Targets met: {sum(met)}/{len(met)}. Whole benchmark: {seconds:.0f} s.",
         "",
@@ -150,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1024,100", help="record sizes in bytes (default 1024,100)")
     parser.add_argument("--reps", type=int, default=3, help="timed rounds per side (default 3)")
     parser.add_argument("--dir", type=Path, default=None, help="data directory (default: under bench-data)")
+    parser.add_argument("--starts", type=int, default=5, help="gateway process starts timed (default 5)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.perf_counter()
@@ -172,7 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                 )
                 rows.append((size, py, jv, jp))
-        print(render(args.records, args.reps, rows, time.perf_counter() - started))
+        print("gateway process starts ...", file=sys.stderr, flush=True)
+        starts = gateway_starts(uri, args.starts)
+        print(render(args.records, args.reps, rows, time.perf_counter() - started, starts))
     finally:
         remove_base(base, created)
     return 0

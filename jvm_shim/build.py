@@ -47,15 +47,35 @@ class JavaBuildError(Exception):
     """The jar cannot be built: no JDK, no sources, no py4j jar, or ``javac`` failed."""
 
 
+#: How to get a JDK, in every "no JDK tool" message (the build's and the tests').
+JDK_HINT = "set JAVA_HOME or put a JDK >= 17 on PATH, e.g. apt-get install openjdk-17-jdk-headless"
+
+
 # --- tools and inputs ---------------------------------------------------------------------------
 def find_tool(name: str) -> str | None:
-    """The JDK tool ``name`` (``javac``, ``jar``): ``$JAVA_HOME/bin/<name>`` first, then ``PATH``."""
+    """The JDK tool ``name`` (``javac``, ``java``, ``jar``): ``$JAVA_HOME/bin/<name>`` first, then ``PATH``.
+
+    The one rule for finding the JDK: the build, :func:`jvm_shim.jar_path`, the benchmarks and the tests all
+    use it (the tests fail, not skip, when it finds no ``javac``).
+    """
     java_home = os.environ.get("JAVA_HOME")
     if java_home:
         candidate = Path(java_home) / "bin" / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which(name)
+
+
+def require_tool(name: str) -> str:
+    """:func:`find_tool`, or an error saying how to get a JDK.
+
+    Raises:
+        JavaBuildError: no ``name`` found (``no javac found (set JAVA_HOME or ...)``).
+    """
+    tool = find_tool(name)
+    if tool is None:
+        raise JavaBuildError(f"no {name} found ({JDK_HINT})")
+    return tool
 
 
 def _py4j_version() -> str | None:
@@ -237,11 +257,7 @@ def build_jar(
         raise JavaBuildError(f"no Java sources under {src_dir}")
     if not force and not is_stale(jar, src_dir, resources_dir):
         return jar
-    javac = find_tool("javac")
-    if javac is None:
-        raise JavaBuildError(
-            "no javac found (set JAVA_HOME or put a JDK >= 17 on PATH, e.g. apt-get install openjdk-17-jdk-headless)"
-        )
+    javac = require_tool("javac")
     cp = os.pathsep.join(str(p) for p in [py4j_jar(), *classpath])
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jvm-shim-build-") as tmp:

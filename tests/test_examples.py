@@ -159,11 +159,10 @@ def test_java_log_example(tmp_path: Path, subprocess_env: dict[str, str]) -> Non
     """examples/java/LogExample.java, compiled and run with the commands of its header comment; then
     Python reads the log it wrote, and a second run on the same log refuses."""
     import storage
-    from jvm_shim import build
+    from tests.jvm.jdk import require_jdk
 
-    javac, java = build.find_tool("javac"), build.find_tool("java")
-    if javac is None or java is None:
-        pytest.skip("no JDK")
+    jdk = require_jdk()  # fails (does not skip) without a JDK
+    javac, java = jdk.javac, jdk.java
     import jvm_shim
 
     header = (EXAMPLES / "java" / "LogExample.java").read_text()

@@ -7,11 +7,12 @@ clear errors, :func:`jvm_shim.jar_path` (in place, or in the cache when the pack
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ import pytest
 import jvm_shim
 import storage
 from jvm_shim import build
+from tests.jvm.jdk import Jdk
 
-needs_jdk = pytest.mark.skipif(build.find_tool("javac") is None, reason="no javac")
+#: The JDK the test compiles with: it FAILS without one (tests/jvm/conftest.py), never skips.
+needs_jdk = pytest.mark.usefixtures("jdk")
 
 ECHO = """
 package demo;
@@ -52,6 +55,12 @@ def src(tmp_path: Path) -> Path:
     return root
 
 
+def _identity(f: Path) -> tuple[int, int]:
+    """(inode, mtime): a file rewritten or replaced has another."""
+    st = f.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
 def names(jar: Path) -> set[str]:
     with zipfile.ZipFile(jar) as zf:
         return set(zf.namelist())
@@ -73,16 +82,15 @@ def test_build_compiles_against_py4j_and_rebuilds_only_on_change(src: Path, tmp_
     content = names(out)
     assert {"demo/Echo.class", "demo/inner/Probe.class", "META-INF/MANIFEST.MF", build.DIGEST_ENTRY} <= content
     assert not build.is_stale(out, src)
-    first = out.stat().st_mtime_ns
-    time.sleep(0.05)
+    first = _identity(out)
     build.build_jar(out, src_dir=src)
-    assert out.stat().st_mtime_ns == first  # up to date: untouched
+    assert _identity(out) == first  # up to date: untouched (a rebuild renames a new file into place)
     # a newer source with the same content (as unpacking a wheel leaves it) is not a reason to rebuild
     future = time.time() + 5
     os.utime(src / "demo" / "Echo.java", (future, future))
     assert not build.is_stale(out, src)
     build.build_jar(out, src_dir=src)
-    assert out.stat().st_mtime_ns == first
+    assert _identity(out) == first
     # changed content: rebuilt
     (src / "demo" / "Extra.java").write_text("package demo; public class Extra {}\n")
     assert build.is_stale(out, src)
@@ -97,8 +105,9 @@ def test_build_compiles_against_py4j_and_rebuilds_only_on_change(src: Path, tmp_
     assert [p.name for p in out.parent.iterdir()] == ["demo.jar"]  # no temporary files left
 
 
-@needs_jdk
-def test_build_without_the_jar_tool_uses_zipfile(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_without_the_jar_tool_uses_zipfile(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jdk: Jdk
+) -> None:
     real = build.find_tool
     monkeypatch.setattr(build, "find_tool", lambda name: None if name == "jar" else real(name))
     out = build.build_jar(tmp_path / "z.jar", src_dir=src)
@@ -111,13 +120,11 @@ def test_build_without_the_jar_tool_uses_zipfile(src: Path, tmp_path: Path, monk
         "public class Main { public static void main(String[] a) { System.out.println(demo.Echo.class); } }"
     )
     cp = f"{out}{os.pathsep}{jvm_shim.py4j_jar()}"
-    subprocess.run([real("javac"), "-cp", cp, "-d", str(tmp_path / "m"), str(probe)], check=True, timeout=120)
-    java = shutil.which("java")
-    if java is not None:
-        run = subprocess.run(
-            [java, "-cp", f"{tmp_path / 'm'}{os.pathsep}{cp}", "Main"], capture_output=True, text=True, timeout=60
-        )
-        assert run.stdout.strip() == "interface demo.Echo", run.stderr
+    subprocess.run([jdk.javac, "-cp", cp, "-d", str(tmp_path / "m"), str(probe)], check=True, timeout=120)
+    run = subprocess.run(
+        [jdk.java, "-cp", f"{tmp_path / 'm'}{os.pathsep}{cp}", "Main"], capture_output=True, text=True, timeout=60
+    )
+    assert run.stdout.strip() == "interface demo.Echo", run.stderr
 
 
 @needs_jdk
@@ -152,25 +159,52 @@ def test_jar_path_builds_in_place_then_reuses(src: Path, tmp_path: Path, monkeyp
     jar = _isolate(monkeypatch, src, tmp_path / "pkg")
     assert jvm_shim.jar_path() == jar
     assert "demo/Echo.class" in names(jar)
-    built = jar.stat().st_mtime_ns
+    built = _identity(jar)
     assert jvm_shim.jar_path() == jar
-    assert jar.stat().st_mtime_ns == built
+    assert _identity(jar) == built
     # without a JDK an existing jar is still returned
     monkeypatch.setattr(build, "find_tool", lambda name: None)
     assert jvm_shim.jar_path() == jar
+
+
+@contextmanager
+def read_only(directory: Path) -> Iterator[None]:
+    """``directory`` made read-only for this process for real: mode 0555, and for root (whom the mode does not
+    stop) the immutable attribute too, which ``access(2)`` honours even for root."""
+    directory.chmod(0o555)
+    immutable = False
+    try:
+        if os.access(directory, os.W_OK):  # root
+            done = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, text=True, check=False)
+            immutable = done.returncode == 0
+            if not immutable:
+                pytest.fail(
+                    f"cannot make {directory} read-only for root (chattr +i: {done.stderr.strip()}); run the tests "
+                    "as another user, or where root has CAP_LINUX_IMMUTABLE",
+                    pytrace=False,
+                )
+        assert not os.access(directory, os.W_OK)
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(directory)], check=True)
+        directory.chmod(0o755)
 
 
 @needs_jdk
 def test_jar_path_uses_the_cache_when_the_package_is_read_only(
     src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    jar = _isolate(monkeypatch, src, tmp_path / "pkg")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    jar = _isolate(monkeypatch, src, package)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(jvm_shim, "_writable", lambda directory: False)
-    got = jvm_shim.jar_path()
-    assert got != jar and got.is_relative_to(tmp_path / "cache" / "distributedlog" / "jvm-shim")
-    assert got.name == build.JAR_NAME and "demo/Echo.class" in names(got)
-    assert not jar.exists()
+    with read_only(package):  # jar_path() finds out on its own
+        got = jvm_shim.jar_path()
+        assert got != jar and got.is_relative_to(tmp_path / "cache" / "distributedlog" / "jvm-shim")
+        assert got.name == build.JAR_NAME and "demo/Echo.class" in names(got)
+        assert not jar.exists() and list(package.iterdir()) == []
+        assert jvm_shim.jar_path() == got  # and reuses it from there
 
 
 @needs_jdk

@@ -26,6 +26,8 @@ import storage
 from jvm_shim import protocol
 from jvm_shim.gateway import Gateway
 from storage import DLSN, LogRecord
+from storage.common import stats
+from tests.storage.observe import GENEROUS_S, finishes, wait_parked_in
 
 #: Small, prompt settings (DistributedLog's test base config style): no lock waits, every write transmitted.
 CONF: dict[str, object] = {
@@ -247,26 +249,39 @@ def test_several_logs_on_several_threads(c: Client, uri: str) -> None:
     assert c("namespace.getLogs", ns=ns) == {"logs": [f"log-{i}" for i in range(6)]}
 
 
+def _waits(log: str) -> int:
+    """Blocking waits of readers of ``log`` in this process so far (the reader stats' wait histogram)."""
+    return sum(stats.reader_stats(log).wait.counts)
+
+
+def _wait_for_records(t: threading.Thread) -> None:
+    """Until the read on ``t`` is really waiting: parked in its reader's wait for a commit."""
+    wait_parked_in(t, "wait", "storage/log/cursor.py")
+
+
 def test_read_waits(c: Client, uri: str) -> None:
     log = c.open_log("waits", uri=uri)
     writer = c("writer.open", log=log)["writer"]
     reader = c("reader.open", log=log, dlsn="1,0,0")["reader"]
-    t0 = time.monotonic()
+    waits = _waits("waits")
     assert c("reader.read", reader=reader, max=5, waitMs=0) == {"count": 0}
-    assert time.monotonic() - t0 < 0.5
+    assert _waits("waits") == waits  # waitMs 0 answers at once: no wait at all
     t0 = time.monotonic()
-    assert c("reader.read", reader=reader, max=5, waitMs=300) == {"count": 0}
-    assert 0.28 <= time.monotonic() - t0 < 1.0  # waits the time asked (in readAheadWaitTime slices)
+    assert finishes(lambda: c("reader.read", reader=reader, max=5, waitMs=300), "a read with waitMs 300") == {
+        "count": 0
+    }
+    assert time.monotonic() - t0 >= 0.29  # it waited the time asked (in readAheadWaitTime slices), then answered
+    assert _waits("waits") > waits
 
     # waitMs -1: until a record arrives
     result: list[tuple[dict[str, Any], bytes]] = []
     t = threading.Thread(target=lambda: result.append(c.data("reader.read", reader=reader, max=5, waitMs=-1)))
     t.start()
-    time.sleep(0.3)
-    assert t.is_alive()
+    _wait_for_records(t)
     d = c.await_batch(writer, c.write(writer, [LogRecord(7, b"hello")]))
+    assert not result  # nothing is visible before the writer commits
     c("writer.flush", writer=writer)
-    t.join(10)
+    t.join(GENEROUS_S)
     assert not t.is_alive()
     assert [(g[0], g[1], g[3]) for g in protocol.decode_read(result[0][1])] == [(d[0], 7, b"hello")]
 
@@ -274,11 +289,10 @@ def test_read_waits(c: Client, uri: str) -> None:
     raw: list[bytes] = []
     t = threading.Thread(target=lambda: raw.append(c.raw("reader.read", reader=reader, max=5, waitMs=-1)))
     t.start()
-    time.sleep(0.2)
-    t0 = time.monotonic()
-    c("reader.close", reader=reader)
-    t.join(10)
-    assert time.monotonic() - t0 < 2
+    _wait_for_records(t)
+    assert finishes(lambda: c("reader.close", reader=reader), "reader.close of a waiting reader") == {}
+    t.join(GENEROUS_S)
+    assert not t.is_alive()
     assert envelope(raw[0])["class"] == "ReadCancelledError"
     assert c.error("reader.read", reader=reader, max=1)["class"] == "AlreadyClosedError"
 
@@ -512,16 +526,17 @@ def test_close_releases_every_handle_and_the_write_lock(c: Client, gw: Gateway, 
     log = c.open_log("held", uri=uri)
     writer = c("writer.open", log=log)["writer"]
     acked = c.await_batch(writer, c.write(writer, [LogRecord(i + 1, b"r%d" % i) for i in range(25)]))
+    c("writer.flush", writer=writer)  # committed: readable
     reader = c("reader.open", log=log, dlsn="1,0,0")["reader"]
-    c.read_all(reader, 0)
+    assert [g[0] for g in c.read_all(reader, 25)] == acked  # everything readable is read: the next read waits
     waiting: list[bytes] = []
     t = threading.Thread(target=lambda: waiting.append(c.raw("reader.read", reader=reader, max=100, waitMs=-1)))
     t.start()
-    time.sleep(0.2)
-    gw.close()
-    t.join(10)
+    _wait_for_records(t)
+    finishes(gw.close, "closing a gateway with a read waiting")
+    t.join(GENEROUS_S)
     assert not t.is_alive()
-    assert waiting and waiting[0][0] in (protocol.OK, protocol.ERROR)  # records already readable, or cancelled
+    assert envelope(waiting[0])["class"] == "ReadCancelledError"  # close cancelled the waiting read
     assert c.error("log.lastDLSN", log=log)["class"] == "AlreadyClosedError"
     assert c.error("namespace.open", uri=uri)["class"] == "AlreadyClosedError"
     assert c("gateway.ping")["version"] == storage.__version__

@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 import re
 import selectors
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,9 @@ import pytest
 import storage
 from jvm_shim import protocol
 from storage import DLSN, LogRecord
+from tests.jvm.jdk import Jdk
 from tests.jvm.wire import ChannelClient, WireClient, WireError
+from tests.storage.observe import GENEROUS_S, listening_addresses, wait_until
 
 GATEWAY_LINE = re.compile(r"^GATEWAY port=(\d{1,5}) token=(\S+)$")
 CONF: dict[str, object] = {"writerOutputBufferSize": 0, "lockTimeoutSeconds": 0}
@@ -40,12 +40,11 @@ class GatewayProc:
     proc: subprocess.Popen[bytes]
     port: int
     token: str  # what the line printed
-    started_s: float
 
     def client(self, token: str | None = None) -> WireClient:
         return WireClient(self.port, token or self.token)
 
-    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 20) -> int:
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = GENEROUS_S) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout)
@@ -74,13 +73,11 @@ def start(
     args: list[str], env: dict[str, str], *, stdin: int | None = subprocess.DEVNULL, dlog: bool = False
 ) -> GatewayProc:
     cmd = [sys.executable, "-m", "dlog", *args] if dlog else [sys.executable, "-m", "jvm_shim", *args]
-    t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    line = read_line(proc)
-    started = time.monotonic() - t0
+    line = read_line(proc)  # how long it takes is measured by bench/bench_jvm.py
     m = GATEWAY_LINE.match(line.rstrip("\n"))
     assert m and line.endswith("\n"), f"bad GATEWAY line {line!r}"
-    return GatewayProc(proc, int(m.group(1)), m.group(2), started)
+    return GatewayProc(proc, int(m.group(1)), m.group(2))
 
 
 @pytest.fixture
@@ -105,28 +102,6 @@ def procs() -> Iterator[list[GatewayProc]]:
         if g.proc.poll() is None:
             g.proc.kill()
             g.proc.wait(10)
-
-
-def listening_addresses(port: int) -> list[str]:
-    """Local addresses of the TCP sockets listening on ``port`` (from /proc/net/tcp and tcp6)."""
-    out = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local, state = fields[1], fields[3]
-            addr, p = local.rsplit(":", 1)
-            if state == "0A" and int(p, 16) == port:
-                raw = bytes.fromhex(addr)
-                if len(raw) == 4:
-                    out.append(socket.inet_ntop(socket.AF_INET, raw[::-1]))
-                else:  # four little-endian 32-bit words
-                    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
-                    out.append(socket.inet_ntop(socket.AF_INET6, words))
-    return out
 
 
 def hold_log(client: WireClient, uri: str, name: str, n: int = 30) -> list[DLSN]:
@@ -155,7 +130,6 @@ def test_gateway_line_token_and_loopback_only(uri: str, env: dict[str, str], pro
     procs.append(g)
     assert re.fullmatch(r"[0-9a-f]{64}", g.token)  # generated: secrets.token_hex(32)
     assert 0 < g.port < 65536
-    assert g.started_s < 15
     addrs = listening_addresses(g.port)
     assert addrs == ["127.0.0.1"], addrs
     with g.client() as c:
@@ -282,9 +256,7 @@ def test_signal_exits_cleanly_and_releases_the_lock(
     procs.append(g)
     client = g.client()  # stays connected, as a JVM would
     acked = hold_log(client, uri, "held")
-    t0 = time.monotonic()
-    assert g.stop(sig) == 0
-    assert time.monotonic() - t0 < 10
+    assert g.stop(sig) == 0  # it exits, cleanly (within generous slack: not a hang)
     client.close()
     assert_lock_free_with(uri, "held", acked)
 
@@ -304,8 +276,8 @@ def test_parent_watch_stops_on_stdin_eof(uri: str, env: dict[str, str], procs: l
     procs.append(g)
     client = g.client()
     acked = hold_log(client, uri, "held")
-    time.sleep(0.2)
-    assert g.proc.poll() is None  # an open stdin keeps it serving
+    assert client.call("gateway.ping")[0]["version"] == storage.__version__  # an open stdin keeps it serving
+    assert g.proc.poll() is None
     assert g.proc.stdin is not None
     g.proc.stdin.close()
     assert g.proc.wait(20) == 0
@@ -346,10 +318,7 @@ def test_sigkilled_parent_frees_the_log(uri: str, env: dict[str, str]) -> None:
         acked = hold_log(client, uri, "held")
         parent.kill()
         parent.wait(10)
-        deadline = time.monotonic() + 20
-        while gateway_alive(int(child_pid)):
-            assert time.monotonic() < deadline, "the gateway outlived its parent"
-            time.sleep(0.05)
+        wait_until(lambda: not gateway_alive(int(child_pid)), "the gateway exiting after its parent was killed")
         client.close()
         assert_lock_free_with(uri, "held", acked)
     finally:
@@ -459,9 +428,8 @@ public class Probe {
 """
 
 
-@pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None, reason="no JDK")
 def test_a_jvm_through_py4j_java_client(
-    uri: str, env: dict[str, str], procs: list[GatewayProc], tmp_path: Path
+    uri: str, env: dict[str, str], procs: list[GatewayProc], tmp_path: Path, jdk: Jdk
 ) -> None:
     from jvm_shim import py4j_jar
 
@@ -473,7 +441,7 @@ def test_a_jvm_through_py4j_java_client(
     cp = str(py4j_jar())
     subprocess.run(
         [
-            "javac",
+            jdk.javac,
             "-cp",
             cp,
             "-d",
@@ -489,7 +457,7 @@ def test_a_jvm_through_py4j_java_client(
     g = start(["--uri", uri, "--parent-watch"], {**env, "DLOG_GATEWAY_TOKEN": token}, stdin=subprocess.PIPE)
     procs.append(g)
     out = subprocess.run(
-        ["java", "-cp", f"{classes}{os.pathsep}{cp}", "Probe", str(g.port), token, uri],
+        [jdk.java, "-cp", f"{classes}{os.pathsep}{cp}", "Probe", str(g.port), token, uri],
         capture_output=True,
         text=True,
         timeout=120,

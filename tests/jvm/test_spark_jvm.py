@@ -4,7 +4,8 @@ pyspark's jars and run with the venv's ``spark-submit --class``) reads a log wit
 query twice with ``Trigger.AvailableNow`` — with no registration call: the JVM-started session finds the
 Python data source through its Python worker (``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
 
-Measured: about 20 s for the Spark job (one JVM, batch read and two streaming runs), 2 s for ``javac``.
+It takes about 20 s (one JVM, batch read and two streaming runs), 2 s for ``javac``; the test prints the time,
+and bounds it only to catch a hang (the subprocess timeout).
 """
 
 from __future__ import annotations
@@ -18,17 +19,13 @@ from pathlib import Path
 import pytest
 
 import storage
-from jvm_shim import build
+from tests.jvm.jdk import Jdk
 from tests.spark_submit import SPARK_SUBMIT, spark_submit
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_SOURCE = Path(__file__).resolve().parent / "spark" / "SparkJvmJob.java"
-#: spark-submit as pyspark installs it next to this interpreter (.venv/bin/spark-submit).
-#: A budget for the Spark job; it takes about 20 s.
-JOB_BUDGET_S = 90.0
 
 pytestmark = [
-    pytest.mark.skipif(build.find_tool("javac") is None, reason="no javac"),
     pytest.mark.skipif(not SPARK_SUBMIT.is_file(), reason="no spark-submit next to this interpreter"),
 ]
 
@@ -40,13 +37,12 @@ def pyspark_jars() -> Path:
 
 
 @pytest.fixture(scope="module")
-def job_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SparkJvmJob.java compiled against pyspark's jars, in a jar of its own (spark-submit wants one)."""
+def job_jar(tmp_path_factory: pytest.TempPathFactory, jdk: Jdk) -> Path:
+    """SparkJvmJob.java compiled against pyspark's jars, in a jar of its own (spark-submit wants one); the test
+    fails (does not skip) without a JDK."""
     out = tmp_path_factory.mktemp("spark-jvm-job")
     classes = out / "classes"
-    javac = build.find_tool("javac")
-    assert javac is not None
-    cmd = [javac, "--release", "17", "-cp", f"{pyspark_jars()}/*", "-d", str(classes), str(JOB_SOURCE)]
+    cmd = [jdk.javac, "--release", "17", "-cp", f"{pyspark_jars()}/*", "-d", str(classes), str(JOB_SOURCE)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     jar = out / "spark-jvm-job.jar"
@@ -110,7 +106,6 @@ def test_jvm_spark_reads_and_streams_exactly_once_without_registration(
         f"exit {out.returncode}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-5000:]}"
     )
     print(f"spark-submit --class SparkJvmJob: {elapsed:.1f} s")
-    assert elapsed < JOB_BUDGET_S, f"the JVM Spark job took {elapsed:.1f} s"
 
     # batch: exactly the storage reader's records, with their DLSNs, txids and sequence ids
     rows = [line.split(" ") for line in out.stdout.splitlines() if line.startswith("ROW ")]

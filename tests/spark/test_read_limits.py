@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
+import storage
 from dl_spark import DistributedLogDataSource, decode_offsets
 from dl_spark.planning import allocate
 from tests.spark.helpers import append_in_process, log_rows, write_segments
@@ -55,15 +56,28 @@ def test_min_rows_waits_until_enough_or_max_trigger_delay(tmp_path: Path) -> Non
     uri = f"distributedlog-local://{tmp_path / 'ns'}"
     write_segments(uri, "a", [[b"x"] * 3])
     write_segments(uri, "b", [[b"y"]])
-    r = _reader(uri, minRecordsPerTrigger=6, maxTriggerDelay="1s")
+    delay_s = 2.0
+    r = _reader(uri, minRecordsPerTrigger=6, maxTriggerDelay=f"{delay_s:g}s")
     assert r.getDefaultReadLimit() == ReadMinRows(6)
     start = r.initialOffset()
-    first = r.latestOffset(start, ReadMinRows(6))  # the first trigger fires at once (as Kafka's)
+    polls: list[tuple[float, object]] = []  # (when the call returned, its offset)
+    with storage.open_namespace(uri) as ns, ns.open_log("a").open_writer() as w:  # open already: appends are quick
+        before_first = time.time()  # the delay counts from the first trigger, which is later
+        first = r.latestOffset(start, ReadMinRows(6))  # the first trigger fires at once (as Kafka's)
+        for t in (10, 11, 12):
+            w.write(storage.LogRecord(t, b"z"))
+        w.flush()
+        # 3 < 6: no batch until the delay has passed, then one with what there is (polled, not slept through)
+        while not polls or polls[-1][1] == first:
+            offset = r.latestOffset(first, ReadMinRows(6))
+            polls.append((time.time(), offset))
+            assert len(polls) < 2000, "no batch long after maxTriggerDelay"
+            time.sleep(0.02)
+    second = polls[-1][1]
+    early = [offset for at, offset in polls if at < before_first + delay_s]
+    assert early and all(offset == first for offset in early)  # asked before the delay passed: no batch
+    assert polls[-1][0] >= before_first + delay_s  # the batch came once it had passed
     assert _rows_between(r, start, first) == 4
-    append_in_process(uri, "a", [b"z"] * 3, txid=10)
-    assert r.latestOffset(first, ReadMinRows(6)) == first  # 3 < 6 and the delay has not passed
-    time.sleep(1.1)
-    second = r.latestOffset(first, ReadMinRows(6))  # the delay passed: a batch with what there is
     assert _rows_between(r, first, second) == 3
     append_in_process(uri, "b", [b"w"] * 6, txid=10)
     third = r.latestOffset(second, ReadMinRows(6))  # enough records: no waiting

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import storage
 from storage.segstore.rados import RadosLocation, RadosSegmentStore
 from tests.ceph import CephCluster
 from tests.cli.test_cli import parse_records
+from tests.storage.observe import finishes
 from tests.zk import ZooKeeperServer, free_port
 
 
@@ -95,12 +95,10 @@ def test_bad_rados_binding_is_one_clear_error_and_binds_nothing(
     else:
         segments = f"rados://{loc.pool}?conf=relative/ceph.conf"
         expected, error = "needs conf=/abs/path", storage.InvalidArgumentError
-    started = time.monotonic()
     with pytest.raises(error, match=expected) as info:
-        storage.bind_namespace(uri, segments=segments, conf=conf)
-    took = time.monotonic() - started
-    print(f"{case}: {info.value} ({took:.1f}s)")
-    assert took < 15
+        # radosConnectTimeoutSeconds bounds the wait (librados alone waits 300 s): it ends, with generous slack
+        finishes(lambda: storage.bind_namespace(uri, segments=segments, conf=conf), f"bind ({case})")
+    print(f"{case}: {info.value}")
     if case == "unreachable":
         assert info.value.retriable
     assert not _exists(zk_server, zk_chroot), "a failed bind creates nothing"

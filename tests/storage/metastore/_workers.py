@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -56,9 +57,17 @@ def hold_lock(db: str, path: str, client_id: str, ready: Any, fork_child: bool, 
         time.sleep(1)
 
 
-def take_lock(db: str, path: str, client_id: str, timeout_s: float, out: Any) -> None:
+def take_lock(db: str, path: str, client_id: str, timeout_s: float, out: Any, report_waiting: bool = False) -> None:
     """Wait for the lock; puts ``("ok", wall-clock time acquired)`` or ``(error class name, current_owner)``
-    on ``out``."""
+    on ``out``. With ``report_waiting``, first ``("waiting", message)`` when the wait logs its WARNING (it is
+    blocked on a holder, and says which)."""
+    if report_waiting:
+
+        class Report(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                out.put(("waiting", record.getMessage()))
+
+        logging.getLogger("storage.metastore.lock").addHandler(Report(logging.WARNING))
     with SqliteMetadataStore(db) as store:
         try:
             lk = store.lock(path, client_id, timeout_s)

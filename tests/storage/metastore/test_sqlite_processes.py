@@ -56,9 +56,10 @@ def test_lock_held_by_other_process_then_holder_killed(store: SqliteMetadataStor
             store.lock("/log/lock", "me", 0.3)
         assert ei.value.current_owner == "holder-1"
         # another process waits for it, and gets it once the holder is SIGKILLed
-        waiter = CTX.Process(target=_workers.take_lock, args=(db, "/log/lock", "waiter", WAIT_S, out))
+        waiter = CTX.Process(target=_workers.take_lock, args=(db, "/log/lock", "waiter", WAIT_S, out, True))
         waiter.start()
-        time.sleep(0.5)
+        status, message = out.get(timeout=WAIT_S)  # the waiter says it is blocked, on whom, before the kill
+        assert status == "waiting" and "held by holder-1" in message, (status, message)
         killed_at = time.time()
         holder.kill()
         status, acquired_at = out.get(timeout=WAIT_S)

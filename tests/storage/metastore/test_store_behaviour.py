@@ -5,9 +5,11 @@ watches. Backend-specific behaviour is tested in ``test_sqlite_*.py`` and ``test
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 
 import pytest
 
@@ -22,7 +24,7 @@ from storage.errors import (
     NoNodeError,
     OwnershipAcquireFailedError,
 )
-from storage.metastore.base import Check, Create, Delete, MetadataStore, Op, SetData, Versioned
+from storage.metastore.base import Check, Create, Delete, MetadataStore, Op, OwnershipLock, SetData, Versioned
 from storage.metastore.sqlite import SqliteMetadataStore
 from tests.storage.metastore import _workers
 from tests.storage.metastore._stores import WAIT_S, StoreFactory, run_in_process, until, watch_probe
@@ -383,13 +385,45 @@ def test_lock_exclusive_between_instances_and_not_reentrant(store_factory: Store
         assert a.children("/log/lock") == []
 
 
+#: How long a wait "forever" must at least last in the test below: past every finite wait of the suite's lock
+#: settings (BASE_CONF's lockTimeoutSeconds is 1 s) and the wait's WARNING (half a second).
+FOREVER_PROBE_S = 3.0
+
+
 def test_lock_waits_forever_until_released(store_factory: StoreFactory) -> None:
+    """A negative timeout: the wait says it waits until the lock is released, is still waiting long after any
+    short timeout would have given up, and takes the lock once it is released."""
     store, other = store_factory(), store_factory()
     store.create("/l")
     lk = store.lock("/l", "first", 0)
-    threading.Timer(0.2, lk.release).start()
-    lk2 = other.lock("/l", "second", -1)
+    said: list[str] = []
+
+    class Said(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    result: Future[OwnershipLock] = Future()
+
+    def take() -> None:
+        try:
+            result.set_result(other.lock("/l", "second", -1))
+        except BaseException as e:
+            result.set_exception(e)
+
+    handler = Said(logging.WARNING)
+    logging.getLogger("storage.metastore.lock").addHandler(handler)
+    try:
+        threading.Thread(target=take, daemon=True).start()
+        assert until(lambda: bool(said)), "no WARNING from the waiting lock"
+    finally:
+        logging.getLogger("storage.metastore.lock").removeHandler(handler)
+    assert len(said) == 1 and said[0].endswith("held by first; waiting until it is released"), said
+    with pytest.raises(TimeoutError):  # not given up: still waiting
+        result.result(timeout=FOREVER_PROBE_S)
+    lk.release()
+    lk2 = result.result(timeout=WAIT_S)
     assert lk2.is_held() and not lk.is_held()
+    lk2.release()
 
 
 # --- watches ------------------------------------------------------------------------------
