@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos
+.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -80,8 +80,14 @@ chaos: venv zookeeper ceph cluster-deps
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout $$(( $(CHAOS_SECONDS) + 900 )) \
 	  tests/cluster/test_faults.py::test_random_nemesis
 
+## A JDK for the jvm_shim tests (javac builds the jar): Debian's, when no javac is found the way jvm_shim.build finds it.
+jdk: $(BIN)/python
+	@$(BIN)/python -c "import importlib.util as u, sys; s = u.spec_from_file_location('b', 'jvm_shim/build.py'); \
+	  m = u.module_from_spec(s); s.loader.exec_module(m); sys.exit(0 if m.find_tool('javac') else 1)" || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless)
+
 ## Lint, type-check, then the whole test suite.
-test: venv lint zookeeper ceph cluster-deps
+test: venv lint zookeeper ceph cluster-deps jdk
 	$(BIN)/python -m pytest -q
 
 lint: venv
