@@ -199,3 +199,16 @@ def test_importing_every_storage_module_loads_no_face() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=110)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_every_folder_of_the_product_is_a_regular_package() -> None:
+    """``pip install .`` (setuptools' find_packages) ships only folders with an ``__init__.py``: a folder without
+    one works from the checkout (a namespace package) and is missing from an installed copy."""
+    missing = sorted(
+        str(d.relative_to(ROOT))
+        for pkg in PACKAGES
+        if (ROOT / pkg).is_dir()
+        for d in [ROOT / pkg, *(ROOT / pkg).rglob("*")]
+        if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").is_file()
+    )
+    assert not missing, missing
