@@ -166,13 +166,13 @@ def test_delay_and_loss_between_writers_and_storage(
     assert slow and base
 
 
-@pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "90"))) + 900)
+@pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))) + 900)
 def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
     """Several writers and tailing readers while a seeded nemesis mixes partitions, isolations, loss, delay and
     process kills/pauses of ZooKeeper servers and OSDs for ``$DLC_NEMESIS_SECONDS`` (CI: a short schedule; `make
     chaos`: 20 minutes and more). One checker line; lost, duplicated, reordered and stale-visible all 0."""
     c = healthy_cluster
-    seconds = float(os.environ.get("DLC_NEMESIS_SECONDS", "90"))
+    seconds = float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))
     seed = int(os.environ.get("DLC_NEMESIS_SEED", "20261125"))
     rng = random.Random(seed)
     run = Scenario(c, cluster_namespace, tmp_path)
