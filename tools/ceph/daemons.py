@@ -27,10 +27,10 @@ from pathlib import Path
 
 from tools.ceph.base import CephClusterError, ClusterBase, proc_state, tail
 
-__all__ = ["ClusterDaemons"]
+__all__ = ["ClusterDaemons", "die_with_parent_prefix"]
 
 
-def _die_with_parent_prefix() -> list[str]:
+def die_with_parent_prefix() -> list[str]:
     """``setpriv --pdeathsig KILL --``, if util-linux's setpriv has it (else nothing)."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
@@ -93,7 +93,7 @@ class ClusterDaemons(ClusterBase):
         return out
 
     def _spawn(self, name: str, argv: Sequence[str]) -> subprocess.Popen[bytes]:
-        prefix = _die_with_parent_prefix() if self.die_with_parent else []
+        prefix = die_with_parent_prefix() if self.die_with_parent else []
         with open(self.log_dir / f"{name}.out", "ab") as out:
             out.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv)}\n".encode())
             out.flush()

@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tools.ceph.daemons import die_with_parent_prefix
 from tools.netsim.hosts import netns_inode, pid_netns_inode
 
 __all__ = [
@@ -152,17 +152,6 @@ class StateFile:
             return result
 
 
-def _pdeathsig_prefix() -> list[str]:
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return []
-    try:
-        out = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [setpriv, "--pdeathsig", "KILL", "--"] if "--pdeathsig" in out else []
-
-
 class Spawner:
     """Runs callables on one long-lived daemon thread (the parent thread of every process it starts).
 
@@ -172,7 +161,7 @@ class Spawner:
 
     def __init__(self, die_with_parent: bool) -> None:
         self.die_with_parent = die_with_parent
-        self._prefix = _pdeathsig_prefix() if die_with_parent else []
+        self._prefix = die_with_parent_prefix() if die_with_parent else []
         self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._mu = threading.Lock()
