@@ -187,7 +187,12 @@ def _parse_spec(raw: str, key: str, *, ending: bool) -> StartSpec:
 def default_subscriber_id(uri: str, streams: tuple[str, ...] | None, pattern: str | None) -> str:
     """``spark-`` and 16 hex digits of a hash of the namespace URI and the source's logs: stable across
     restarts of a query; two queries reading the same logs of the same namespace share it unless one
-    sets ``subscriberId``."""
+    sets ``subscriberId``.
+
+    It cannot include the query's name (``queryName``): PySpark 4.3 gives a Python stream reader only the
+    ``readStream`` options, in a runner process of its own with no query context (no query name, id or
+    checkpoint location; checked with a real query). Only the executors' tasks see the name (their job
+    description), and they do not record positions."""
     what = json.dumps([uri, list(streams) if streams is not None else None, pattern])
     return "spark-" + hashlib.sha256(what.encode()).hexdigest()[:16]
 

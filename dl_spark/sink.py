@@ -27,6 +27,10 @@ every row of a batch job the time its writer was created on the driver. Other co
 A target log sealed with ``mark_end_of_stream`` is refused with ``EndOfStreamError``: with the
 ``stream`` option when the writer is created on the driver, before any task writes; with a
 ``stream`` column at commit, before anything is published (what was staged is discarded).
+
+The input schema is checked when the writer is created: for ``df.write`` when the job starts; for
+``df.writeStream`` when the query's first micro-batch runs, the first time PySpark hands a Python sink the
+schema (it runs no sink code in ``start()``). Errors reach the user as one line (:mod:`dl_spark._reporting`).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from pyspark.sql.types import (
 
 from dl_spark import _handles
 from dl_spark._option_names import CONF_PREFIX, check_sink_option_names, conf_options
+from dl_spark._reporting import reported
 from dl_spark.commits import decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
 from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
@@ -143,19 +148,29 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     value = fields.get("value")
     if value is None:
         got = schema.simpleString()
-        raise SinkOptionError(f"the distributedlog sink needs a 'value' column (BINARY or STRING); got {got}")
+        raise SinkOptionError(
+            f"the distributedlog sink needs a 'value' column (BINARY or STRING); got {got}: "
+            "select or alias one as value, e.g. selectExpr('CAST(x AS STRING) AS value')"
+        )
     if not isinstance(value.dataType, BinaryType | StringType):
-        raise SinkOptionError(f"column value must be BINARY or STRING, got {value.dataType.simpleString()}")
+        raise SinkOptionError(
+            f"column value must be BINARY or STRING, got {value.dataType.simpleString()}: "
+            "cast or serialize it, e.g. CAST(value AS STRING) or to_json(value)"
+        )
     stream_col = fields.get("stream")
     if stream_col is not None and not isinstance(stream_col.dataType, StringType):
         if stream is None:
-            raise SinkOptionError(f"column stream must be STRING, got {stream_col.dataType.simpleString()}")
+            got = stream_col.dataType.simpleString()
+            raise SinkOptionError(f"column stream must be STRING, got {got}: cast it, or set the option stream")
         stream_col = None
     if stream is None and stream_col is None:
         raise SinkOptionError("the distributedlog sink needs the option stream (target log) or a STRING column stream")
     txid = fields.get("txid")
     if txid is not None and not isinstance(txid.dataType, _INTEGRAL):
-        raise SinkOptionError(f"column txid must be BIGINT (an integral type), got {txid.dataType.simpleString()}")
+        raise SinkOptionError(
+            f"column txid must be BIGINT (an integral type), got {txid.dataType.simpleString()}: "
+            "cast it, e.g. CAST(txid AS BIGINT), or drop it (the sink then assigns txids)"
+        )
     raw_ret = str(opts.get("stagingretentionms", DEFAULT_STAGING_RETENTION_MS)).strip()
     if not raw_ret.isdigit() or int(raw_ret) < 1:
         raise SinkOptionError(f"option stagingRetentionMs must be a positive integer (milliseconds), got {raw_ret!r}")
@@ -334,12 +349,12 @@ def _item(batch: pa.RecordBatch, opts: SinkOptions, default_txid: int) -> _Item:
     """``(payloads, txids)`` of a batch: the ``value`` column and the ``txid`` column or the default."""
     values = batch.column("value")
     if values.null_count:
-        raise SinkOptionError("column value must not be null")
+        raise SinkOptionError("column value must not be null: filter out or replace the null values")
     if not opts.has_txid_column:
         return values, default_txid
     txids = batch.column("txid")
     if txids.null_count:
-        raise SinkOptionError("column txid must not be null")
+        raise SinkOptionError("column txid must not be null: fill it in, or drop the column (the sink assigns txids)")
     return values, txids
 
 
@@ -542,10 +557,12 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
         self.opts = opts
         self.created_ms = int(time.time() * 1000)
 
+    @reported
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Stage this task's rows (see :func:`stage_task`)."""
         return self._write(iterator)
 
+    @reported
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         """Publish the batch on every target log with its commit record (skipped if already in).
 
@@ -580,6 +597,7 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
 
         self._publish_all(targets, make_commit, decide, _batch_match(query_id, batchId))
 
+    @reported
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         """Discard what the batch's tasks staged (never anything published)."""
         msgs = _messages(messages)
@@ -597,10 +615,12 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
         self.created_ms = int(time.time() * 1000)
         self.job_id = str(uuid.uuid4())
 
+    @reported
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         """Stage this task's rows (see :func:`stage_task`)."""
         return self._write(iterator)
 
+    @reported
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         """Publish every staged ledger on its log with ``{"queryId": null, "batchId": null, "jobId"}``.
 
@@ -616,6 +636,7 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
 
         self._publish_all(targets, make_commit, lambda prev, commit, name: True, self._job_match)
 
+    @reported
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         """Discard what the job's tasks staged."""
         self._abort(messages, self._job_match)

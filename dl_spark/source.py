@@ -9,6 +9,9 @@ in-memory state of the stream reader is advisory and rebuilt after a restart: th
 ``Trigger.AvailableNow`` target, the last trigger time for ``minRecordsPerTrigger`` /
 ``maxTriggerDelay``, the latest offset it reports, and which positions it last recorded in the
 logs' subscriptions stores (:mod:`dl_spark.subscribers`).
+
+Errors: every method Spark calls is ``@reported`` (:mod:`dl_spark._reporting`): a ``DLError`` it raises reaches
+the user as one line naming its class, message and fix, not under a Python traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -32,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from dl_spark import _handles
+from dl_spark._reporting import reported, reported_iter
 from dl_spark.errors import DataLossError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, encode_offsets, offset_to_dlsn
 from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_options
@@ -39,11 +43,11 @@ from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
 from dl_spark.subscribers import PositionRecorder
-from storage.errors import LogEmptyError, LogNotFoundError
+from storage.errors import DLError, LogEmptyError, LogNotFoundError
 from storage.formats.dlsn import DLSN
 from storage.log import positioning
 
-__all__ = ["DistributedLogDataSource", "DistributedLogReader", "DistributedLogStreamReader"]
+__all__ = ["DistributedLogDataSource", "DistributedLogReader", "DistributedLogStreamReader", "RefusedStreamReader"]
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +78,17 @@ def _check_logs_exist(opts: SourceOptions) -> None:
         return
     missing = [s for s in opts.streams if not ns.log_exists(s)]
     if missing:
-        raise SourceOptionError(f"option streams names log(s) that do not exist in {opts.uri}: {', '.join(missing)}")
+        raise SourceOptionError(
+            f"option streams names log(s) that do not exist in {opts.uri}: {', '.join(missing)}; check the names "
+            "(dlog list), or create the logs (dlog create NAME)"
+        )
 
 
 def _check_schema(schema: StructType | None) -> None:
     if schema is not None and schema != SCHEMA:
         raise SourceOptionError(
-            "format distributedlog has a fixed schema and does not accept a user-specified one: "
-            + SCHEMA.simpleString()
+            "format distributedlog has a fixed schema and does not accept a user-specified one: remove .schema(...); "
+            "the schema is " + SCHEMA.simpleString()
         )
 
 
@@ -197,7 +204,7 @@ def _deleted(opts: SourceOptions, name: str, pos: DLSN | None) -> None:
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, LogSlicePartition):  # Spark's InputPartition(None) for "no partitions"
         return iter(())
-    return read_partition(partition)
+    return reported_iter(read_partition(partition))
 
 
 # --- the data source ----------------------------------------------------------------------------
@@ -223,22 +230,31 @@ class DistributedLogDataSource(DataSource):
     def name(cls) -> str:
         return "distributedlog"
 
+    @reported
     def schema(self) -> StructType:
         """The fixed row schema. Raises NamespaceNotFoundError if the namespace does not exist,
         SourceOptionError if a log named in ``streams`` does not."""
         _check_logs_exist(self.source_options)
         return SCHEMA
 
+    @reported
     def reader(self, schema: StructType) -> DistributedLogReader:
         """Raises SourceOptionError for options a batch query cannot take, or a missing log."""
         _check_schema(schema)
         return DistributedLogReader(self.source_options)
 
-    def streamReader(self, schema: StructType) -> DistributedLogStreamReader:
-        """Raises SourceOptionError for ``endingOffsets`` (batch only) or a missing log."""
-        _check_schema(schema)
-        return DistributedLogStreamReader(self.source_options)
+    def streamReader(self, schema: StructType) -> DistributedLogStreamReader | RefusedStreamReader:
+        """The micro-batch reader; for options or a schema it refuses (``endingOffsets``, which is batch only; a
+        log of ``streams`` that does not exist; a user-specified schema; a namespace that does not exist) a
+        :class:`RefusedStreamReader`, whose first call by Spark raises the SourceOptionError,
+        NamespaceNotFoundError or other storage error (see there why it is not raised here)."""
+        try:
+            _check_schema(schema)
+            return DistributedLogStreamReader(self.source_options)
+        except DLError as e:
+            return RefusedStreamReader(e)
 
+    @reported
     def writer(self, schema: StructType, overwrite: bool) -> DistributedLogBatchWriter:
         """The batch sink (``df.write``): all rows of the job or none. Raises SinkOptionError for
         bad options or input columns, or ``mode("overwrite")`` (logs are append-only)."""
@@ -246,6 +262,7 @@ class DistributedLogDataSource(DataSource):
             raise SinkOptionError("format distributedlog appends to logs: use mode('append'), not 'overwrite'")
         return DistributedLogBatchWriter(parse_sink_options(self.options, schema))
 
+    @reported
     def streamWriter(self, schema: StructType, overwrite: bool) -> DistributedLogStreamWriter:
         """The exactly-once streaming sink. Raises SinkOptionError for bad options or input columns
         (complete output mode included: logs are append-only)."""
@@ -261,10 +278,14 @@ class DistributedLogReader(DataSourceReader):
         """Raises SourceOptionError for ``startingOffsets`` = latest, or a missing log."""
         for spec in (opts.starting,):
             if spec is not None and any(p == "latest" for p in [spec.kind, *(p for _, p in spec.per_log)]):
-                raise SourceOptionError("option startingOffsets cannot be 'latest' for a batch query")
+                raise SourceOptionError(
+                    "option startingOffsets cannot be 'latest' for a batch query (it would read nothing): "
+                    "use 'earliest' (the default) or JSON offsets"
+                )
         _check_logs_exist(opts)
         self.opts = opts
 
+    @reported
     def partitions(self) -> Sequence[InputPartition]:
         """Plan the whole range now (offsets resolved against the logs as they are).
 
@@ -292,13 +313,64 @@ class DistributedLogReader(DataSourceReader):
         return _read(partition)
 
 
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """What :meth:`DistributedLogDataSource.streamReader` returns when it refuses the query: every call Spark
+    makes raises ``error``, so the query fails at its first call (``STREAM_FAILED``, first line ending in
+    ``dl_spark.errors.SourceOptionError: ...``).
+
+    Why not raise from ``streamReader``: PySpark 4.3's streaming source runner calls it inside
+    ``try: reader = ... finally: reader.stop()``, so an error there is replaced by ``UnboundLocalError:
+    cannot access local variable 'reader'``, and the user would see that instead of what is wrong.
+    """
+
+    def __init__(self, error: DLError) -> None:
+        #: What every call raises: SourceOptionError (bad options or schema), NamespaceNotFoundError, or the
+        #: storage error that opening the namespace raised (e.g. MetadataError).
+        self.error = error
+
+    @reported
+    def _refuse(self) -> NoReturn:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, str]:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+    def commit(self, end: dict[str, str]) -> None:
+        """Raises :attr:`error`."""
+        self._refuse()
+
+
 class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The micro-batch reader with admission control and ``Trigger.AvailableNow``."""
 
     def __init__(self, opts: SourceOptions) -> None:
         """Raises SourceOptionError for ``endingOffsets`` or a log of ``streams`` that does not exist."""
         if opts.ending is not None:
-            raise SourceOptionError("option endingOffsets is for batch queries only (spark.read), not readStream")
+            raise SourceOptionError(
+                "option endingOffsets is for batch queries only (spark.read), not readStream: remove it, or read with "
+                "spark.read"
+            )
         _check_logs_exist(opts)
         self.opts = opts
         self._target: dict[str, DLSN] | None = None
@@ -307,6 +379,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._positions = PositionRecorder(opts.uri, opts.subscriber_id)
 
     # --- offsets ----------------------------------------------------------------------------
+    @reported
     def initialOffset(self) -> dict[str, str]:
         """Positions of the source's current logs from ``startingOffsets`` (default latest) or
         ``startingTxId``.
@@ -330,6 +403,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             return ReadMaxBytes(o.max_bytes_per_trigger)
         return ReadAllAvailable()
 
+    @reported
     def prepareForTriggerAvailableNow(self) -> None:
         """Freeze the target: the tails of the source's logs now; nothing after them is read."""
         target: dict[str, DLSN] = {}
@@ -339,6 +413,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 target[name] = tail
         self._target = target
 
+    @reported
     def latestOffset(self, start: dict[str, str], limit: ReadLimit) -> dict[str, str]:
         """The end of the next batch from ``start`` under ``limit`` (and the option caps), capped at
         the ``AvailableNow`` target; logs matching ``streamPattern`` that appeared are added.
@@ -428,6 +503,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return self._latest
 
     # --- batches ----------------------------------------------------------------------------
+    @reported
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         """Partitions of ``[start, end)``; ``[]`` when they are equal. Deterministic: a restarted
         query re-planning a checkpointed batch gets the same partitions.
@@ -443,6 +519,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         """Rows of one partition (see :func:`dl_spark.reading.read_partition`)."""
         return _read(partition)
 
+    @reported
     def commit(self, end: dict[str, str]) -> None:
         """Record ``end`` under ``subscriberId`` in each log's subscriptions store (positions live in
         Spark's checkpoint; this makes them visible to ``dlog lag``; ``commit`` arrives a batch late)."""

@@ -260,10 +260,19 @@ class _StopSignals:
 @click.argument("name")
 @click.option("--from", "from_dlsn", type=DLSN_TYPE, metavar="DLSN", help="Start at this DLSN.")
 @click.option("--txid", type=click.IntRange(min=0), metavar="N", help="Start at the first record with txid >= N.")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="Stop (exit 0) after printing N records (default 0: follow until interrupted).",
+)
 @click.option("--hex", "hex_payload", is_flag=True, help="Print payloads as hex.")
 @pass_state
-def tail(state: State, name: str, from_dlsn: DLSN | None, txid: int | None, hex_payload: bool) -> None:
-    """Follow a log: print records as they are written, until Ctrl-C / SIGINT / SIGTERM (exit 0).
+def tail(state: State, name: str, from_dlsn: DLSN | None, txid: int | None, limit: int, hex_payload: bool) -> None:
+    """Follow a log: print records as they are written, until Ctrl-C / SIGINT / SIGTERM (exit 0),
+    or until --limit N records were printed (exit 0).
 
     Starts after the current last record unless --from or --txid is given. Records are printed as
     by `dump`, flushed as they arrive. Stops (exit 0) when the log is sealed with end of stream.
@@ -276,10 +285,11 @@ def tail(state: State, name: str, from_dlsn: DLSN | None, txid: int | None, hex_
             default = last.next() if last is not None else DLSN.INITIAL
         start = _start_of(from_dlsn, txid, default)
         reader = dlm.open_reader(start)
+        left = limit or None  # records still to print; None: no limit
         try:
-            while not stop.event.is_set():
+            while not stop.event.is_set() and left != 0:
                 try:
-                    recs = reader.read_bulk(READ_BATCH)
+                    recs = reader.read_bulk(READ_BATCH if left is None else min(READ_BATCH, left))
                 except EndOfStreamError:
                     flush_stdout()
                     err(f"log {dlm.name} reached end of stream")
@@ -287,6 +297,8 @@ def tail(state: State, name: str, from_dlsn: DLSN | None, txid: int | None, hex_
                 for rec in recs:
                     for line in format_record(rec, hex_payload=hex_payload):
                         out(line)
+                if left is not None:
+                    left -= len(recs)
                 if recs:
                     flush_stdout()
         finally:

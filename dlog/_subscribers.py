@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from dlog._common import State, out, pass_state, require_log
+from dlog._common import State, err, flush_stdout, out, pass_state, require_log
 from storage.log.subscriptions import validate_subscriber_id
 
 
@@ -38,13 +38,18 @@ def lag(state: State, name: str) -> None:
     """Show how far each subscriber of a log is behind its end: one line per subscriber,
     `ID<TAB>position=l,e,s<TAB>recordsBehind=N<TAB>bytesBehind=N` (records at or after the position,
     counted from segment metadata; bytes as stored, pro rata within the position's segment), after
-    a header line `log: NAME lastDLSN: l,e,s | none`.
+    a header line `log: NAME lastDLSN: l,e,s | none`. For a log nobody has subscribed to (e.g. no Spark
+    query has committed a batch of it yet) `dlog: no subscribers` goes to stderr, so that stdout
+    keeps exactly one line per subscriber after the header.
     """
     with state.namespace() as ns:
         dlm = require_log(ns, name)
         rows = dlm.subscriber_lag()
         last = dlm.last_dlsn() if dlm.record_count() else None
         out(f"log: {dlm.name} lastDLSN: {last if last is not None else 'none'}")
+        if not rows:
+            flush_stdout()  # after the header, on a terminal too
+            err("no subscribers")
         for row in rows:
             out(
                 f"{row.subscriber_id}\tposition={row.position}\trecordsBehind={row.records_behind}"

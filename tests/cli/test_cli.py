@@ -380,6 +380,39 @@ def test_tail_follows_until_signal(dlog: Dlog, ns_uri: str, tails: Callable[...,
                 assert rc == 0, err
 
 
+def test_tail_limit_stops_after_n_records(dlog: Dlog, ns_uri: str, tails: Callable[..., Tail]) -> None:
+    with storage.open_namespace(ns_uri) as ns:
+        dlm = ns.open_log("f")
+        with dlm.open_writer() as w:
+            w.write_bulk([LogRecord(t, f"r-{t}".encode()) for t in range(1, 6)])
+            w.flush()
+    # from the start: the first N records, then exit 0 (no Ctrl-C needed)
+    r = dlog("--uri", ns_uri, "tail", "f", "--from", "1,0,0", "--limit", "3").ok()
+    assert [(t, p) for t, _, p in parse_records(r.out)] == [(1, "r-1"), (2, "r-2"), (3, "r-3")]
+    assert r.err == ""
+    r = dlog("--uri", ns_uri, "tail", "f", "--txid", "4", "-n", "2", "--hex").ok()
+    assert [(t, p) for t, _, p in parse_records(r.out)] == [(4, b"r-4".hex()), (5, b"r-5".hex())]
+    # from the end (the default): waits for new records, prints N and exits by itself
+    follow = tails("--uri", ns_uri, "tail", "f", "--limit", "2")
+    with storage.open_namespace(ns_uri) as ns, ns.open_log("f").open_writer() as w:
+        txid = 6
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:  # until the tail has started and sees one
+            w.write(LogRecord(txid, f"r-{txid}".encode()))
+            w.flush()
+            txid += 1
+            first = follow.next_record(timeout=0.3)
+        assert first is not None, "tail printed nothing"
+        w.write(LogRecord(txid, f"r-{txid}".encode()))
+        w.flush()
+        second = follow.next_record(timeout=20)
+        assert second is not None and second[0] == first[0] + 1
+        assert follow.proc.wait(timeout=20) == 0  # stopped by itself after 2 records
+        assert follow.next_record(timeout=0.5) is None
+    dlog("--uri", ns_uri, "tail", "f", "--limit", "-1").error(2, "--limit")
+
+
 def test_bench_on_namespace(dlog: Dlog, ns_uri: str) -> None:
     r = dlog("--uri", ns_uri, "bench", "--records", "300", "--size", "64").ok()
     assert r.err == ""

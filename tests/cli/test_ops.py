@@ -47,10 +47,15 @@ def test_purge_dry_run_then_purge(dlog: Dlog, ns_uri: str) -> None:
 
 def test_subscribers_lag_and_stats(dlog: Dlog, ns_uri: str) -> None:
     _segments(ns_uri, "events", 2)
+    r = dlog("--uri", ns_uri, "lag", "events").ok()  # nobody subscribed yet: said so, on stderr (stdout: rows)
+    assert len(r.lines) == 1 and r.lines[0].startswith("log: events lastDLSN: 2,") and r.err == "dlog: no subscribers\n"
+    assert dlog("--uri", ns_uri, "subscribers", "events").ok().out == ""
     with storage.open_namespace(ns_uri) as ns:
         ns.open_log("events").subscriptions().advance("etl", DLSN(2, 0, 0))
     assert dlog("--uri", ns_uri, "subscribers", "events").ok().lines == ["etl\t2,0,0"]
-    lag = dlog("--uri", ns_uri, "lag", "events").ok().lines
+    r = dlog("--uri", ns_uri, "lag", "events").ok()
+    lag = r.lines
+    assert r.err == ""
     assert lag[0].startswith("log: events lastDLSN: 2,")
     assert lag[1].startswith("etl\tposition=2,0,0\trecordsBehind=10\tbytesBehind=")
     out = dlog("--uri", ns_uri, "stats").ok().out
@@ -58,6 +63,9 @@ def test_subscribers_lag_and_stats(dlog: Dlog, ns_uri: str) -> None:
     assert 'dlog_log_records{stream="events"} 20' in out
     assert 'dlog_subscriber_records_behind{stream="events",subscriber="etl"} 10' in out
     dlog("--uri", ns_uri, "subscribers", "events", "--delete", "nobody").error(1, "has no subscriber 'nobody'")
+    dlog("--uri", ns_uri, "subscribers", "events", "--delete", "etl").ok()
+    r = dlog("--uri", ns_uri, "lag", "events").ok()
+    assert len(r.lines) == 1 and r.err == "dlog: no subscribers\n"
 
 
 WRITER = r"""
