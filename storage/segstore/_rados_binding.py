@@ -97,7 +97,7 @@ def find_binding(candidates: list[Path] | None = None) -> Path:
     )
 
 
-def load_rados(candidates: list[Path] | None = None) -> ModuleType:
+def load_rados() -> ModuleType:
     """The ``rados`` module: imported normally if possible, else loaded from the distribution's file
     (see the module docstring).
 
@@ -108,12 +108,11 @@ def load_rados(candidates: list[Path] | None = None) -> ModuleType:
         loaded = sys.modules.get("rados")
         if loaded is not None:
             return loaded
-        if candidates is None:
-            try:
-                return importlib.import_module("rados")
-            except ImportError:
-                pass
-        path = find_binding(candidates)
+        try:
+            return importlib.import_module("rados")
+        except ImportError:
+            pass
+        path = find_binding()
         loader = importlib.machinery.ExtensionFileLoader("rados", str(path))
         spec = importlib.util.spec_from_file_location("rados", str(path), loader=loader)
         if spec is None:  # pragma: no cover - a file with an extension suffix always has a spec

@@ -162,37 +162,34 @@ class Scenario:
         print(availability(self.history, "write").line())
         return report
 
-    def write_latencies(self, start: float, end: float) -> list[float]:
-        """Seconds from invoke to acknowledgement of the writes invoked in [start, end) (monotonic clock)."""
+    def _acked(
+        self, start: float, end: float, *, by: str = "done", log: str | None = None
+    ) -> list[tuple[float, float]]:
+        """``(invoked, acknowledged)`` times of the acknowledged writes (of ``log``, or any) whose ``by`` time
+        ("invoked" or "done") is in [start, end)."""
         assert self.history is not None
         return [
-            op.done - op.invoked
-            for op in self.history.ops
-            if op.kind == "write" and op.outcome == "ok" and op.done is not None and start <= op.invoked < end
-        ]
-
-    def longest_gap(self, start: float, end: float, log: str | None = None) -> float:
-        """The longest time in [start, end) without an acknowledgement (of ``log``, or any), in seconds."""
-        assert self.history is not None
-        oks = sorted(
-            op.done
+            (op.invoked, op.done)
             for op in self.history.ops
             if op.kind == "write"
             and op.outcome == "ok"
             and op.done is not None
-            and start <= op.done < end
+            and start <= getattr(op, by) < end
             and (log is None or op.log == log)
-        )
-        points = [start, *oks, end]
+        ]
+
+    def write_latencies(self, start: float, end: float) -> list[float]:
+        """Seconds from invoke to acknowledgement of the writes invoked in [start, end) (monotonic clock)."""
+        return [done - invoked for invoked, done in self._acked(start, end, by="invoked")]
+
+    def longest_gap(self, start: float, end: float, log: str | None = None) -> float:
+        """The longest time in [start, end) without an acknowledgement (of ``log``, or any), in seconds."""
+        points = [start, *sorted(done for _, done in self._acked(start, end, log=log)), end]
         return max(b - a for a, b in itertools.pairwise(points))
 
     def acked_between(self, start: float, end: float) -> int:
-        assert self.history is not None
-        return sum(
-            1
-            for op in self.history.ops
-            if op.kind == "write" and op.outcome == "ok" and op.done is not None and start <= op.done < end
-        )
+        """How many writes were acknowledged in [start, end)."""
+        return len(self._acked(start, end))
 
 
 def median_ms(xs: Sequence[float]) -> float:

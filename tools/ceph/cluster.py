@@ -29,6 +29,7 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tools.ceph.base import INSTALL_HINT, CephClusterError, Placement, missing_programs, tail
 from tools.ceph.conf import PG_NUM, PLACED_BIND_PORTS, PLACED_MON_PORTS, ClusterConf, choose_ports
@@ -204,27 +205,20 @@ class CephCluster(ClusterHealth, ClusterConf):
             saved = json.loads((d / "cluster.json").read_text())
         except (OSError, ValueError) as e:
             raise CephClusterError(f"no cluster in {d}: {e}") from None
+        kw: dict[str, Any] = {
+            "osds": int(saved["osds"]),
+            "pool": str(saved["pool"]),
+            "pool_size": int(saved["pool_size"]),
+            "min_size": int(saved["min_size"]),
+            "cephx": bool(saved["cephx"]),
+            "verbose": verbose,
+        }
         placement = saved.get("placement")
-        if isinstance(placement, dict):
-            return cls(
-                d,
-                osds=int(saved["osds"]),
-                pool=str(saved["pool"]),
-                pool_size=int(saved["pool_size"]),
-                min_size=int(saved["min_size"]),
-                cephx=bool(saved["cephx"]),
-                verbose=verbose,
+        if isinstance(placement, dict):  # a cluster placed on simulated hosts
+            kw.update(
                 mon_at=Placement.from_json(placement["mon"]),
                 osds_at=[Placement.from_json(o) for o in placement["osds"]],
                 tools_at=Placement.from_json(placement["tools"]),
                 public_network=str(placement["public_network"]),
             )
-        return cls(
-            d,
-            osds=int(saved["osds"]),
-            pool=str(saved["pool"]),
-            pool_size=int(saved["pool_size"]),
-            min_size=int(saved["min_size"]),
-            cephx=bool(saved["cephx"]),
-            verbose=verbose,
-        )
+        return cls(d, **kw)

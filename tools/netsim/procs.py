@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tools.ceph.base import proc_state
 from tools.ceph.daemons import die_with_parent_prefix
 from tools.netsim.hosts import netns_inode, pid_netns_inode
 
@@ -46,16 +47,6 @@ T = TypeVar("T")
 
 class ComponentError(RuntimeError):
     """A component could not be started, stopped or signalled (the message says which and why)."""
-
-
-def proc_state(pid: int) -> str | None:
-    """The state letter of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie...), or None if there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[0] if fields else None
 
 
 def is_ours(pid: int, netns: str, marker: str) -> bool:
