@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk
+.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ demo: venv
 tour: venv
 	rm -rf $(DEMO_DIR)-tour
 	$(BIN)/python examples/log_tour.py --uri distributedlog-local://$(CURDIR)/$(DEMO_DIR)-tour
+
+## The write proxy's gRPC stubs (dl_proxy/proto/*_pb2*.py and their .pyi), generated from the .proto and kept in
+## the repository; tests/proxy/test_proto.py checks they match a fresh generation.
+proto: venv
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. \
+	  --mypy_out=. --mypy_grpc_out=. dl_proxy/proto/distributedlog.proto
 
 ## ZooKeeper for the tests (Debian's package; the tests start private servers on loopback).
 zookeeper:
@@ -91,8 +97,8 @@ test: venv lint zookeeper ceph cluster-deps jdk
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
-	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py setup.py tests examples bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/
 

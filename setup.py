@@ -76,13 +76,17 @@ setup(
     # listing sys.path with pkgutil.iter_modules, which does not see modules behind an import hook.
     package_dir={"": "."},
     packages=find_packages(
-        include=["storage", "storage.*", "dl_spark", "dl_spark.*", "jvm_shim", "jvm_shim.*", "dlog", "dlog.*"]
+        include=[
+            *("storage", "storage.*", "dl_spark", "dl_spark.*", "jvm_shim", "jvm_shim.*"),
+            *("dl_proxy", "dl_proxy.*", "dlog", "dlog.*"),
+        ]
     ),
     py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
     package_data={
         "storage": ["py.typed"],
         "dl_spark": ["py.typed"],
         "dlog": ["py.typed"],
+        "dl_proxy": ["py.typed", "proto/*.proto", "proto/*.pyi"],
         # the Java sources ship too, so jvm_shim.jar_path() can (re)build the jar where it is installed
         "jvm_shim": ["py.typed", "java/**/*.java", "java/src/main/resources/**/*", "lib/*.jar"],
     },
@@ -97,6 +101,9 @@ setup(
         "inotify_simple>=1.3",
         "click>=8",
         "prometheus_client>=0.17",
+        # the write proxy (dl_proxy): gRPC, with stubs generated from dl_proxy/proto/distributedlog.proto
+        "grpcio>=1.85.1",
+        "protobuf>=7.35.1",
     ],
     entry_points={"console_scripts": ["dlog=dlog:main"]},
     extras_require={
@@ -114,6 +121,8 @@ setup(
             "nbclient>=0.10",
             "nbformat>=5.9",
             "ipykernel>=6.29",
+            "grpcio-tools>=1.85.1",
+            "mypy-protobuf>=3.6",
         ],
     },
 )
