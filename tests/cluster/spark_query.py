@@ -10,7 +10,9 @@ client host.
 
         EXECUTORS <n> <host,host...> <monotonic>   whenever the set of executors' hosts changes
         STARTED <query id> <run id>
-        RESTARTED <n> <error>                       the query failed to start (see CONNECT_BACK); started again
+        RESTARTED <n> <error>                       the query failed to start (see CONNECT_BACK), or failed and
+                                                    ``--restarts`` allows another run: started again from the
+                                                    checkpoint (as a user's supervisor restarts a failed query)
         BATCH <batch id> <input rows> <monotonic> ms=<trigger execution ms>   each completed micro-batch
         DRAINING <IN's last DLSN>                    after SIGUSR1: the end the query must commit
         DRAINED <batch id> <OUT's committed offset>  the sink's last commit covers it
@@ -149,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return q
 
     query = start()
-    restarts = 0
+    restarts = failures = 0
     batches: set[int] = set()
     rows = 0
     target: DLSN | None = None
@@ -171,9 +173,12 @@ def run(args: argparse.Namespace) -> int:
                     )
             if not query.isActive:
                 error = str(query.exception()).replace("\n", " ")
-                if not batches and restarts < 3 and CONNECT_BACK in error:
+                if (not batches and restarts < 3 and CONNECT_BACK in error) or failures < args.restarts:
+                    if batches or CONNECT_BACK not in error:
+                        failures += 1
                     restarts += 1
                     say("RESTARTED", restarts, error[:300])
+                    time.sleep(2)
                     query = start()
                     continue
                 say("FAILED", error[:2000])
@@ -283,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--executors", type=int, default=0, help="run: wait for this many executors before starting")
     p.add_argument("--executor-timeout", type=float, default=120.0)
     p.add_argument("--log-level", default="WARN")
+    p.add_argument("--restarts", type=int, default=0, help="run: restart a failed query this many times")
     args = p.parse_args(argv)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     if args.program == "collect":

@@ -18,13 +18,20 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.scenario import Scenario, median_ms
+from tests.cluster.spark_driver import batches, check_sink_counts, drain_and_collect, kill_host, start_driver
 from tools.cluster import CEPH_HOSTS, ZK_HOSTS, Cluster
 from tools.history import availability
 
 pytestmark = pytest.mark.timeout(900)
 
-#: The nemesis's fault kinds.
-NEMESES = ("partition", "isolate-zk", "isolate-osd", "loss", "delay", "kill-zk", "pause-zk", "kill-osd")
+#: The nemesis's fault kinds: between hosts and of ZooKeeper and Ceph processes, and of the Spark query's worker hosts
+#: (a host crash: every process SIGKILLed, the Worker restarted at the heal; a worker cut from the master and driver).
+NEMESES = (
+    *("partition", "isolate-zk", "isolate-osd", "loss", "delay", "kill-zk", "pause-zk", "kill-osd"),
+    *("kill-worker", "partition-worker"),
+)
+#: The Spark query's input rate (writes/s into ``s-in``): one it outpaces on a loaded 2-core machine.
+SPARK_RATE = 10
 
 
 def _retriable_errors(errors: list[tuple[str, str, str]]) -> bool:
@@ -166,11 +173,14 @@ def test_delay_and_loss_between_writers_and_storage(
     assert slow and base
 
 
-@pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))) + 900)
+@pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))) + 1200)
 def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
-    """Several writers and tailing readers while a seeded nemesis mixes partitions, isolations, loss, delay and
-    process kills/pauses of ZooKeeper servers and OSDs for ``$DLC_NEMESIS_SECONDS`` (CI: a short schedule; `make
-    chaos`: 20 minutes and more). One checker line; lost, duplicated, reordered and stale-visible all 0."""
+    """Several writers and tailing readers, and a Spark streaming query (log ``s-in`` -> exactly-once sink ``s-out``,
+    executors on both worker hosts), while a seeded nemesis mixes partitions, isolations, loss, delay, process
+    kills/pauses of ZooKeeper servers and OSDs, and crashes and partitions of the Spark worker hosts for
+    ``$DLC_NEMESIS_SECONDS`` (CI: a short schedule; `make chaos`: 20 minutes and more). A query that fails is started
+    again from its checkpoint, as a user's supervisor would. One checker line; lost, duplicated, reordered,
+    stale-visible and the sink's counts all 0."""
     c = healthy_cluster
     seconds = float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))
     seed = int(os.environ.get("DLC_NEMESIS_SEED", "20261125"))
@@ -180,41 +190,64 @@ def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_pa
     for i, log in enumerate(logs):
         run.writer(f"client{i + 1}", log, f"w-{log}", "--rate", "100")
         run.reader(f"client{(i + 1) % 3 + 1}", log, f"r-{log}")
+    spark_in = run.writer("client1", "s-in", "w-s-in", "--rate", str(SPARK_RATE))
     for cl in run.clients:
         cl.wait_line("OWNER" if cl.name.startswith("w-") else "READING", timeout=120)
-    injected: dict[str, int] = {}
-    clients = ["client1", "client2", "client3"]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        kind = rng.choice(NEMESES)
-        hold = rng.uniform(3, 12)
-        detail = ""
-        with run.fault(kind, detail):
-            if kind == "partition":
-                side = rng.sample(clients, rng.randint(1, 2))
-                zk_side = rng.sample(list(ZK_HOSTS), 1)
-                c.faults.partition([[*side, *zk_side], [h for h in ZK_HOSTS if h not in zk_side]])
-            elif kind == "isolate-zk":
-                c.faults.isolate(rng.choice(ZK_HOSTS))
-            elif kind == "isolate-osd":
-                c.faults.isolate(rng.choice(CEPH_HOSTS[1:]))
-            elif kind == "loss":
-                c.faults.loss([rng.choice(clients)], None, p=rng.choice([0.05, 0.2]))
-            elif kind == "delay":
-                seed_of_delay = rng.randrange(1 << 30)
-                c.faults.delay([rng.choice(clients)], list(CEPH_HOSTS), ms=50, jitter_ms=20, seed=seed_of_delay)
-            elif kind == "kill-zk":
-                c.kill(rng.choice([z.name for z in c.zk]))
-            elif kind == "pause-zk":
-                c.pause(rng.choice([z.name for z in c.zk]))
-            elif kind == "kill-osd":
-                c.kill(rng.choice(["osd.1", "osd.2"]))
-            time.sleep(hold)
-            c.heal()
-        injected[kind] = injected.get(kind, 0) + 1
-        time.sleep(rng.uniform(2, 6))
-    c.wait_zk_quorum(timeout=60)
-    time.sleep(10)  # let every writer reopen after the last fault
-    report = run.finish(logs)
-    print("NEMESIS faults " + json.dumps(injected, sort_keys=True) + f" over {seconds:.0f}s (seed {seed})")
+    spark_in.wait_line("ACK")  # `s-in` exists: the source refuses a missing log
+    checkpoint = tmp_path / "checkpoint"
+    conf = {"spark.sql.streaming.minBatchesToRetain": "100000"}
+    driver = start_driver(run, "client2", checkpoint, conf, "--restarts", "20", source="s-in", sink="s-out")
+    try:
+        driver.wait_line("STARTED", timeout=300)
+        driver.wait_line("BATCH", timeout=300)
+        injected: dict[str, int] = {}
+        clients = ["client1", "client2", "client3"]
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            kind = rng.choice(NEMESES)
+            hold = rng.uniform(3, 12)
+            detail = ""
+            with run.fault(kind, detail):
+                if kind == "partition":
+                    side = rng.sample(clients, rng.randint(1, 2))
+                    zk_side = rng.sample(list(ZK_HOSTS), 1)
+                    c.faults.partition([[*side, *zk_side], [h for h in ZK_HOSTS if h not in zk_side]])
+                elif kind == "isolate-zk":
+                    c.faults.isolate(rng.choice(ZK_HOSTS))
+                elif kind == "isolate-osd":
+                    c.faults.isolate(rng.choice(CEPH_HOSTS[1:]))
+                elif kind == "loss":
+                    c.faults.loss([rng.choice(clients)], None, p=rng.choice([0.05, 0.2]))
+                elif kind == "delay":
+                    seed_of_delay = rng.randrange(1 << 30)
+                    c.faults.delay([rng.choice(clients)], list(CEPH_HOSTS), ms=50, jitter_ms=20, seed=seed_of_delay)
+                elif kind == "kill-zk":
+                    c.kill(rng.choice([z.name for z in c.zk]))
+                elif kind == "pause-zk":
+                    c.pause(rng.choice([z.name for z in c.zk]))
+                elif kind == "kill-osd":
+                    c.kill(rng.choice(["osd.1", "osd.2"]))
+                elif kind == "kill-worker":
+                    kill_host(c, rng.choice(["worker1", "worker2"]))
+                elif kind == "partition-worker":
+                    c.faults.partition([[rng.choice(["worker1", "worker2"])], ["master", "client2"]])
+                time.sleep(hold)
+                c.heal()
+            injected[kind] = injected.get(kind, 0) + 1
+            time.sleep(rng.uniform(2, 6))
+        c.wait_zk_quorum(timeout=60)
+        time.sleep(10)  # let every writer reopen after the last fault
+        spark_in.stop()
+        stats = drain_and_collect(run, driver, "client3", checkpoint, source="s-in", sink="s-out")
+    finally:
+        if driver.proc.poll() is None:
+            driver.stop(timeout=60)
+    report = run.finish(logs)  # `s-in`'s final read is the collector's
+    restarts = sum(1 for ln in driver.lines if ln.startswith("RESTARTED"))
+    done = batches(driver)
+    print(
+        "NEMESIS faults " + json.dumps(injected, sort_keys=True) + f" over {seconds:.0f}s (seed {seed}); "
+        f"spark batches={len(done)} rows_in={stats['in']} rows_out={stats['out']} query_restarts={restarts}"
+    )
     assert report.ok, report
+    check_sink_counts(report, stats)

@@ -16,17 +16,22 @@ executor again and the next batch completed after the partition.
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
-import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.scenario import ROOT, Client, Scenario
+from tests.cluster.scenario import Client, Scenario
+from tests.cluster.spark_driver import (
+    batches,
+    check_sink_counts,
+    drain_and_collect,
+    kill_host,
+    stall,
+    start_driver,
+    wait_batches,
+    wait_executors,
+)
 from tools.cluster import Cluster
 from tools.netsim.hosts import netns_pids
 
@@ -42,44 +47,6 @@ PARTITION_SECONDS = 15.0
 #: Writes a second into ``in``: low enough that the query outpaces it on a loaded 2-core machine (a micro-batch of up
 #: to 200 rows in two tasks, one per executor, takes 2-10 s there).
 RATE = 10
-
-
-def _batches(driver: Client) -> list[tuple[int, int, float]]:
-    """``(batch id, rows, monotonic time completed)`` of every ``BATCH`` line so far."""
-    out = []
-    for ln in list(driver.lines):
-        if ln.startswith("BATCH "):
-            _, bid, rows, t = ln.split()[:4]
-            out.append((int(bid), int(rows), float(t)))
-    return out
-
-
-def _wait_batches(driver: Client, n: int, after: float, timeout: float) -> float:
-    """Wait until ``n`` batches with rows completed after monotonic time ``after``; return the first's time."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done = [t for _, rows, t in _batches(driver) if t > after and rows > 0]
-        if len(done) >= n:
-            return done[0]
-        assert driver.proc.poll() is None, f"the driver exited: {driver.lines[-15:]}"
-        assert time.monotonic() < deadline, (
-            f"fewer than {n} batches in {timeout}s after the fault: {driver.lines[-15:]}"
-        )
-        time.sleep(0.2)
-
-
-def _wait_executors(driver: Client, hosts: set[str], after: float, timeout: float) -> float:
-    """Wait for an ``EXECUTORS`` line printed after ``after`` naming exactly ``hosts``; return its time."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for ln in list(driver.lines):
-            if ln.startswith("EXECUTORS "):
-                _, _, names, t = ln.split()
-                if float(t) > after and set(names.split(",")) == hosts:
-                    return float(t)
-        assert driver.proc.poll() is None, f"the driver exited: {driver.lines[-15:]}"
-        assert time.monotonic() < deadline, f"no executors on {sorted(hosts)} after {timeout}s: {driver.lines[-15:]}"
-        time.sleep(0.2)
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -150,32 +117,6 @@ def _wait_task_running(c: Cluster, driver: Client, host: str, timeout: float = 1
     return tids
 
 
-def _kill_host(c: Cluster, host: str) -> int:
-    """Every process of ``host`` SIGKILLed as one crash: all are frozen first (none sees another die), then the
-    Spark Worker is killed through the harness (a recorded ``kill`` fault, which ``heal`` undoes by starting it),
-    then the rest (its executor JVM and Python workers). Returns how many processes died."""
-    ns = c.network.host(host).netns
-    pids = netns_pids(ns)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGSTOP)
-    c.kill(f"spark-{host}")
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while netns_pids(ns):
-        assert time.monotonic() < deadline, f"processes left on {host}: {netns_pids(ns)}"
-        time.sleep(0.05)
-    return len(pids)
-
-
-def _stall(batches: list[tuple[int, int, float]], start: float, end: float) -> float:
-    """The longest gap between consecutive batch completions that overlaps [start, end] (seconds)."""
-    times = sorted([start, end, *(t for _, _, t in batches)])
-    return max((b - a for a, b in itertools.pairwise(times) if b >= start and a <= end), default=0.0)
-
-
 def test_streaming_query_survives_a_killed_and_a_partitioned_worker_host(
     healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path
 ) -> None:
@@ -192,14 +133,11 @@ def test_streaming_query_survives_a_killed_and_a_partitioned_worker_host(
     writer.wait_line("OWNER")
     writer.wait_line("ACK")  # `in` exists: the source refuses a missing log
     checkpoint = tmp_path / "checkpoint"  # every host sees it: one file system
-    argv = [c.python, "-m", "tests.cluster.spark_query", "run", "--uri", cluster_namespace, "--checkpoint"]
-    argv += [str(checkpoint), "--conf", json.dumps({**c.spark_driver_conf("client2"), **SPARK_CONF})]
-    proc = c.popen("client2", argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    driver = Client("spark-driver", proc, tmp_path / "spark-driver.out")
+    driver = start_driver(run, "client2", checkpoint, SPARK_CONF)
     try:
-        _wait_executors(driver, {w1, w2}, 0.0, timeout=240)  # the query starts meanwhile
+        wait_executors(driver, {w1, w2}, 0.0, timeout=240)  # the query starts meanwhile
         driver.wait_line("STARTED", timeout=240)
-        _wait_batches(driver, 2, 0.0, timeout=240)
+        wait_batches(driver, 2, 0.0, timeout=240)
         # The executors' Python workers run the venv's interpreter on both worker hosts; they read `in` from RADOS
         # and stage `out` there, so the query working at all proves they load Ceph's RADOS binding (and librados is
         # mapped in them).
@@ -210,14 +148,14 @@ def test_streaming_query_survives_a_killed_and_a_partitioned_worker_host(
         tids_killed = _wait_task_running(c, driver, "worker1")
         with run.fault("kill", "worker1 host: Worker, executor, Python workers"):
             t_kill = time.monotonic()
-            killed = _kill_host(c, "worker1")
-            _wait_batches(driver, 2, t_kill, timeout=180)  # the query goes on with worker2's executor alone
+            killed = kill_host(c, "worker1")
+            wait_batches(driver, 2, t_kill, timeout=180)  # the query goes on with worker2's executor alone
             time.sleep(max(0.0, t_kill + 5 - time.monotonic()))
             t_heal1 = time.monotonic()
             c.heal()  # starts the Worker on worker1 again; it registers with the master
-        back = _wait_executors(driver, {w1, w2}, t_heal1, timeout=180)  # the master gives the app an executor there
+        back = wait_executors(driver, {w1, w2}, t_heal1, timeout=180)  # the master gives the app an executor there
         _check_python_workers(c, "worker1")  # the new executor's, on the restarted host, once it ran a task
-        _wait_batches(driver, 2, back, timeout=180)
+        wait_batches(driver, 2, back, timeout=180)
 
         # --- fault 2: worker2's host cut from the master and the driver (not from ZooKeeper or Ceph) ------------
         tids_cut = _wait_task_running(c, driver, "worker2")
@@ -227,58 +165,39 @@ def test_streaming_query_survives_a_killed_and_a_partitioned_worker_host(
             time.sleep(PARTITION_SECONDS)
             t_heal2 = time.monotonic()
             c.heal()
-        first_after_heal2 = _wait_batches(driver, 2, t_heal2, timeout=240)
+        first_after_heal2 = wait_batches(driver, 2, t_heal2, timeout=240)
 
         # --- drain and check ---------------------------------------------------------------------------------
         writer.stop()
-        driver.proc.send_signal(signal.SIGUSR1)  # drain: until the sink's last commit covers `in`'s end
-        drained = driver.wait_line("DRAINED", timeout=300)
-        driver.wait_line("STOPPED", timeout=120)  # the query stopped; the SparkContext stops meanwhile
         # One reader of both logs records `in` as its final read and as the sink's input, `out` as the sink's output.
-        collected = c.run(
-            "client3",
-            [c.python, "-m", "tests.cluster.spark_query", "collect", "--uri", cluster_namespace, "--checkpoint",
-             str(checkpoint), "--history", str(run.history_dir)],
-            cwd=ROOT,
-            timeout=300,
-        )  # fmt: skip
-        assert driver.stop(timeout=120) == 0, driver.lines[-15:]
+        stats = drain_and_collect(run, driver, "client3", checkpoint)
     finally:
         if driver.proc.poll() is None:
             driver.stop(timeout=60)
         for cl in run.clients:
             if cl.proc.poll() is None:
                 cl.stop()
-    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
-    collect_line = collected.stdout.strip().splitlines()[-1]
-    print(collect_line)
     report = run.finish([])  # `in`'s final read is the collector's
 
-    batches = _batches(driver)
-    stats = dict(kv.split("=", 1) for kv in collect_line.split()[1:])
+    done = batches(driver)
     lost_tasks = [
         ln.split("TaskSetManager: ", 1)[-1][:240]
         for ln in driver.lines
         if "TaskSetManager" in ln and ("Lost task" in ln or "executor exited" in ln)
     ]
-    stall_kill = _stall(batches, t_kill, t_heal1)
-    stall_cut = _stall(batches, t_cut, first_after_heal2)
+    stall_kill = stall(done, t_kill, t_heal1)
+    stall_cut = stall(done, t_cut, first_after_heal2)
     print(
-        f"SPARK batches={len(batches)} with_rows={sum(1 for b in batches if b[1] > 0)} "
+        f"SPARK batches={len(done)} with_rows={sum(1 for b in done if b[1] > 0)} "
         f"rows_in={stats['in']} rows_out={stats['out']} killed_processes={killed} "
         f"kill_worker1: tasks_running={len(tids_killed)} stall={stall_kill:.1f}s "
         f"executor_back_after_heal={back - t_heal1:.1f}s; "
         f"partition_worker2: tasks_running={len(tids_cut)} cut={PARTITION_SECONDS:.0f}s stall={stall_cut:.1f}s "
         f"first_batch_after_heal={first_after_heal2 - t_heal2:.1f}s; lost_tasks={len(lost_tasks)} "
-        f"({drained}) test={time.monotonic() - t_begin:.0f}s"
+        f"({stats['drained']}) test={time.monotonic() - t_begin:.0f}s"
     )
     for ln in lost_tasks:
         print("  " + ln)
     assert report.ok, report
-    for kind in ("sink_missing", "sink_duplicated", "sink_invented", "sink_partial", "sink_reordered"):
-        assert report.counts[kind] == 0, report
     assert report.counts["lost"] == 0 and report.counts["duplicated"] == 0, report
-    assert stats["in"] == stats["out"] and int(stats["in"]) > 0, collect_line
-    assert stats["unprefixed"] == "0" and stats["unbatched"] == "0" and stats["uncovered_inputs"] == "0", collect_line
-    # What the task killed with worker1 had staged was discarded by a later commit's sweep: nothing is left behind.
-    assert stats["staged_left"] == "0", collect_line
+    check_sink_counts(report, stats)
