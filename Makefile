@@ -45,7 +45,7 @@ zookeeper:
 ## shadow the venv's own packages with Debian's, so only that .so is exposed: a symlink to it in
 ## $(VENV)/debian-rados/, and a debian_rados.pth file in the venv's site-packages naming that directory
 ## (site.py appends each directory named in a .pth file to sys.path at startup).
-CEPH_PACKAGES := ceph-mon ceph-osd python3-rados uuid-runtime
+CEPH_PACKAGES := ceph-mon ceph-osd python3-rados uuid-runtime radosgw
 ceph: $(BIN)/python
 	@missing=; for p in $(CEPH_PACKAGES); do \
 	  dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null | grep -q '^ii' || missing="$$missing $$p"; done; \
@@ -92,9 +92,13 @@ jdk: $(BIN)/python
 	  m = u.module_from_spec(s); s.loader.exec_module(m); sys.exit(0 if m.find_tool('javac') else 1)" || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless)
 
-## Lint, type-check, then the whole test suite.
+## Lint, type-check, then the whole test suite as three pytest sessions side by side (tools/lanes.py: most of the
+## suite waits rather than computes): the simulated cluster's fault scenarios; the JVM faces (Spark, the Java shim)
+## with the CLI and the examples; everything else. `$(BIN)/python -m pytest -q` runs the same tests one after another.
+TEST_LANES ?= --lane cluster=tests/cluster \
+  --lane jvm=tests/spark,tests/jvm,tests/cli,tests/test_examples.py,tests/test_install_modes.py --rest core
 test: venv lint zookeeper ceph cluster-deps jdk
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m tools.lanes $(TEST_LANES) -- -q -p no:cacheprovider --durations=15
 
 lint: venv
 	$(BIN)/ruff check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py setup.py tests examples bench tools

@@ -1,0 +1,133 @@
+"""Run the test suite as a few pytest sessions ("lanes") side by side, and fail if any lane fails.
+
+    python -m tools.lanes --lane cluster=tests/cluster --lane spark=tests/spark,tests/jvm --rest core [-- PYTEST ARGS]
+
+Why: most of the suite's time is spent waiting (fsyncs, ZooKeeper sessions, fault windows, Spark micro-batch
+triggers, process start-up), not computing, so two or three sessions share CI's two cores well. The simulated
+cluster's fault scenarios alone hold faults for minutes; run beside the rest, they no longer add to it.
+
+Each lane is one pytest session of its own, so each keeps the suite's rule of one SparkSession, one ZooKeeper
+server, one Ceph cluster and one simulated cluster per session (the session fixtures start their servers on
+free loopback ports, the simulated cluster picks a free id and subnet, and Ceph's stale-cluster sweep only removes
+clusters whose monitor is gone: lanes never touch each other's servers). ``--rest NAME`` is the lane of every test
+path no other lane names (``--ignore`` of theirs).
+
+Every line a lane prints is echoed as it comes, prefixed with the lane's name; the full output of each lane is
+also kept in ``--log-dir``. At the end one table: lane, exit status, pytest's summary line, wall time. The exit
+status is the first failing lane's (0 when all passed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: pytest's last line: ``818 passed, 2 skipped in 123.45s (0:02:03)``, ``no tests ran in 0.01s``...
+_SUMMARY = re.compile(r"(\d+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran)\b.* in \d")
+
+
+@dataclass
+class Lane:
+    """One pytest session: its name, the test paths it runs and the paths it ignores."""
+
+    name: str
+    paths: list[str]
+    ignore: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[str] | None = None
+    started: float = 0.0
+    ended: float = 0.0
+    summary: str = ""
+
+    def argv(self, extra: list[str]) -> list[str]:
+        return [sys.executable, "-m", "pytest", *self.paths, *(f"--ignore={p}" for p in self.ignore), *extra]
+
+
+def _parse_lane(spec: str) -> Lane:
+    name, sep, paths = spec.partition("=")
+    if not sep or not name or not paths:
+        raise SystemExit(f"--lane {spec!r}: expected NAME=PATH[,PATH...]")
+    return Lane(name, [p for p in paths.split(",") if p])
+
+
+def _pump(lane: Lane, log: Path, lock: threading.Lock) -> None:
+    assert lane.proc is not None and lane.proc.stdout is not None
+    width = 8
+    with log.open("w") as f:
+        for line in lane.proc.stdout:
+            f.write(line)
+            f.flush()
+            stripped = line.rstrip("\n")
+            if _SUMMARY.search(stripped):
+                lane.summary = stripped.strip("= ")
+            with lock:
+                sys.stdout.write(f"[{lane.name:<{width}}] {stripped}\n")
+                sys.stdout.flush()
+    lane.proc.wait()
+    lane.ended = time.monotonic()
+
+
+def run(lanes: list[Lane], extra: list[str], log_dir: Path) -> int:
+    """Start every lane, echo their output, wait for all; print the table; return the first failing status."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    pumps = []
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for lane in lanes:
+        lane.started = time.monotonic()
+        lane.proc = subprocess.Popen(
+            lane.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
+        )
+        t = threading.Thread(target=_pump, args=(lane, log_dir / f"{lane.name}.log", lock), daemon=True)
+        t.start()
+        pumps.append(t)
+    status = 0
+    try:
+        for lane, pump in zip(lanes, pumps, strict=True):
+            assert lane.proc is not None
+            rc = lane.proc.wait()
+            pump.join()
+            if rc and not status:
+                status = rc
+    except KeyboardInterrupt:
+        for lane in lanes:
+            if lane.proc is not None and lane.proc.poll() is None:
+                lane.proc.terminate()
+        raise
+    print(f"\n{'lane':<10} {'status':>6} {'wall':>8}  summary (logs in {log_dir})")
+    for lane in lanes:
+        assert lane.proc is not None
+        wall = lane.ended - lane.started
+        print(f"{lane.name:<10} {lane.proc.returncode:>6} {wall / 60:>6.1f}m  {lane.summary}")
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in args_in:
+        i = args_in.index("--")
+        args_in, extra = args_in[:i], args_in[i + 1 :]
+    p = argparse.ArgumentParser(prog="python -m tools.lanes", description=__doc__.split("\n\n")[0])
+    p.add_argument("--lane", action="append", default=[], metavar="NAME=PATH[,PATH...]", help="a lane of its own")
+    p.add_argument("--rest", metavar="NAME", help="a lane running every test path the other lanes do not name")
+    p.add_argument("--root", default="tests", help="the test root the rest lane runs (default: tests)")
+    p.add_argument("--log-dir", default="build/test-lanes", help="where each lane's full output is kept")
+    args = p.parse_args(args_in)
+    lanes = [_parse_lane(spec) for spec in args.lane]
+    if args.rest:
+        named = [path for lane in lanes for path in lane.paths]
+        lanes.append(Lane(args.rest, [args.root], ignore=named))
+    if not lanes:
+        p.error("no lane: give --lane and/or --rest")
+    return run(lanes, extra, Path(args.log_dir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
