@@ -3,7 +3,8 @@ namespaces ("hosts"), with network and process faults. Needs root (namespaces, i
 
 Command line (run from the repository root with the venv's interpreter)::
 
-    python -m tools.cluster up [--id dl] [--subnet 10.251.0.0/24] [--clients 3] [--no-spark] [--namespace /dl]
+    python -m tools.cluster up [--id dl] [--subnet 10.251.0.0/24] [--clients 3] [--proxies 0] [--no-spark]
+                               [--namespace /dl]
     python -m tools.cluster status | down [--keep-dir] | cleanup [--id ID]
     python -m tools.cluster exec client1 -- .venv/bin/dlog --uri URI list
     python -m tools.cluster partition zk1,zk2 zk3,client1 | isolate ceph2 | one-way client1 zk1
@@ -99,10 +100,11 @@ def preflight(spark: bool = True, python: str | None = None) -> list[str]:
     return problems
 
 
-def _layout(clients: int, spark: bool) -> list[str]:
+def _layout(clients: int, spark: bool, proxies: int = 0) -> list[str]:
     hosts = [*ZK_HOSTS, *CEPH_HOSTS]
     if spark:
         hosts += [MASTER_HOST, *WORKER_HOSTS]
+    hosts += [f"proxy{i}" for i in range(1, proxies + 1)]
     return hosts + [f"client{i}" for i in range(1, clients + 1)]
 
 
@@ -114,6 +116,8 @@ class Cluster:
         subnet: the hosts' /24 (or larger); two clusters at once need different ids and subnets.
         directory: where its files live (default ``/tmp/dlc-<id>``; keep it short: Ceph's admin sockets).
         clients: number of client hosts ``client1..N``.
+        proxies: number of hosts ``proxy1..N`` for write proxies (``dlog proxy``, started by the caller: they are
+            clients of ZooKeeper and Ceph like any other; a host of their own lets a fault cut one proxy alone).
         spark: run the Spark master and workers.
         python: the interpreter of clients, workers' ``PYSPARK_PYTHON`` and the delayer (default: this one).
         die_with_parent: every daemon gets SIGKILL when this process dies (tests; not for the CLI).
@@ -130,6 +134,7 @@ class Cluster:
         directory: str | os.PathLike[str] | None = None,
         *,
         clients: int = DEFAULT_CLIENTS,
+        proxies: int = 0,
         spark: bool = True,
         python: str | None = None,
         die_with_parent: bool = False,
@@ -137,8 +142,10 @@ class Cluster:
     ) -> None:
         if clients < 1:
             raise ValueError("need at least one client host")
+        if proxies < 0:
+            raise ValueError("the number of proxy hosts cannot be negative")
         self.cluster_id = cluster_id
-        self.network = Network(cluster_id, subnet, _layout(clients, spark))
+        self.network = Network(cluster_id, subnet, _layout(clients, spark, proxies))
         self.directory = Path(directory or f"/tmp/dlc-{cluster_id}").absolute()
         self.marker = str(self.directory) + "/"
         self.spark_enabled = spark
@@ -201,6 +208,7 @@ class Cluster:
             settings["subnet"],
             reg["dir"],
             clients=int(settings["clients"]),
+            proxies=int(settings.get("proxies", 0)),
             spark=bool(settings["spark"]),
             python=settings["python"],
             verbose=verbose,
@@ -237,6 +245,11 @@ class Cluster:
     def client_hosts(self) -> list[str]:
         """The client hosts (``client1``...)."""
         return [h for h in self.network.hosts if h.startswith("client")]
+
+    @property
+    def proxy_hosts(self) -> list[str]:
+        """The hosts for write proxies (``proxy1``...)."""
+        return [h for h in self.network.hosts if h.startswith("proxy")]
 
     @property
     def components(self) -> dict[str, Component]:
@@ -399,6 +412,7 @@ class Cluster:
             "id": self.cluster_id,
             "subnet": str(self.network.subnet),
             "clients": len(self.client_hosts),
+            "proxies": len(self.proxy_hosts),
             "spark": self.spark_enabled,
             "python": self.python,
         }

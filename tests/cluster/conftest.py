@@ -2,7 +2,8 @@
 
 * ``cluster`` (session): :class:`tools.cluster.Cluster` ``t`` on ``10.251.200.0/24`` (override with
   ``$DLC_TEST_ID``/``$DLC_TEST_SUBNET``; while another live test session runs ``t``, ``t1`` on
-  ``10.251.201.0/24`` and so on): ZooKeeper ×3, Ceph mon + 3 OSDs, Spark master + 2 workers, 3 client hosts.
+  ``10.251.201.0/24`` and so on): ZooKeeper ×3, Ceph mon + 3 OSDs, Spark master + 2 workers, 2 proxy hosts
+  (for ``dlog proxy``), 3 client hosts.
   It FAILS (never skips) when this is not root or something is missing (the message names the package).
   Whatever an earlier, killed session left of that cluster is cleaned first; the daemons get SIGKILL if
   this pytest process dies (``die_with_parent``).
@@ -59,7 +60,7 @@ def cluster() -> Iterator[Cluster]:
     cid, subnet = _choose()
     cleanup(cid)  # a killed earlier session's leftovers
     _IDS.append(cid)
-    c = Cluster(cid, subnet, die_with_parent=True, verbose=True)
+    c = Cluster(cid, subnet, proxies=2, die_with_parent=True, verbose=True)
     atexit.register(_cleanup_quietly)
     try:
         c.up()

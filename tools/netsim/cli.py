@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--subnet", default=DEFAULT_SUBNET)
     s.add_argument("--dir", default=None, help="cluster directory (default /tmp/dlc-<id>)")
     s.add_argument("--clients", type=int, default=DEFAULT_CLIENTS)
+    s.add_argument("--proxies", type=int, default=0, help="hosts proxy1..N for `dlog proxy` (default 0)")
     s.add_argument("--no-spark", action="store_true")
     s.add_argument("--python", default=sys.executable, help="the venv's interpreter (default: this one)")
     s.add_argument("--namespace", default="/dl", help="DistributedLog namespace to bind (default /dl)")
@@ -121,7 +122,14 @@ def _up(args: argparse.Namespace) -> int:
     from tools.cluster import Cluster
 
     c = Cluster(
-        args.id, args.subnet, args.dir, clients=args.clients, spark=not args.no_spark, python=args.python, verbose=True
+        args.id,
+        args.subnet,
+        args.dir,
+        clients=args.clients,
+        proxies=args.proxies,
+        spark=not args.no_spark,
+        python=args.python,
+        verbose=True,
     )
     c.up(timeout=args.timeout)
     c.state.update(lambda s: s.update(owner=None))  # it outlives this command: `cleanup` may sweep it
