@@ -40,6 +40,7 @@ SOURCE_OPTIONS: tuple[str, ...] = (
     "startingOffsets",
     "startingTxId",
     "endingOffsets",
+    "endingTxId",
     "maxRecordsPerTrigger",
     "maxBytesPerTrigger",
     "minRecordsPerTrigger",

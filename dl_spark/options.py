@@ -80,6 +80,8 @@ class SourceOptions:
     max_records_per_partition: int | None
     min_partitions: int | None
     fail_on_data_loss: bool
+    #: ``endingTxId``: a batch read stops every log before its first record with txid >= this (exclusive).
+    ending_txid: int | None = None
     #: Under which name a streaming query records its committed positions in each log's
     #: subscriptions store (``subscriberId``; default :func:`default_subscriber_id`).
     subscriber_id: str = ""
@@ -206,7 +208,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         SourceOptionError: a missing ``uri``; both or neither of ``streams`` / ``streamPattern``;
             an invalid log name or regex; malformed JSON offsets; a log in the offsets that is not
             one of the source's logs; a bad number, boolean or duration; an invalid ``subscriberId``;
-            an unknown option (naming the closest valid one).
+            an unknown option (naming the closest valid one); ``startingOffsets`` with ``startingTxId``,
+            ``endingOffsets`` with ``endingTxId``, or ``endingTxId`` below ``startingTxId``.
     """
     check_source_option_names(options)
     opts = {str(k).lower(): v for k, v in options.items()}
@@ -244,6 +247,14 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         raise SourceOptionError("options startingOffsets and startingTxId are exclusive: give at most one")
     ending_raw = _get(opts, "endingOffsets")
     ending = _parse_spec(ending_raw, "endingOffsets", ending=True) if ending_raw is not None else None
+    ending_txid = _positive_int(opts, "endingTxId", minimum=0)
+    if ending is not None and ending_txid is not None:
+        raise SourceOptionError("options endingOffsets and endingTxId are exclusive: give at most one")
+    if ending_txid is not None and starting_txid is not None and ending_txid < starting_txid:
+        raise SourceOptionError(
+            f"option endingTxId ({ending_txid}) is below startingTxId ({starting_txid}): the range "
+            "[startingTxId, endingTxId) would be empty; endingTxId is exclusive"
+        )
 
     subscriber_raw = _get(opts, "subscriberId")
     if subscriber_raw is None:
@@ -270,6 +281,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         min_partitions=_positive_int(opts, "minPartitions"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        ending_txid=ending_txid,
         subscriber_id=subscriber,
     )
     for spec, key in ((starting, "startingOffsets"), (ending, "endingOffsets")):

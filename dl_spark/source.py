@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -40,6 +40,7 @@ from dl_spark.errors import DataLossError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, encode_offsets, offset_to_dlsn
 from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_options
 from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
+from dl_spark.pruning import Pushdown, called_by_pushdown_worker, push_filters, txid_position
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
 from dl_spark.subscribers import PositionRecorder
@@ -47,7 +48,13 @@ from storage.errors import DLError, LogEmptyError, LogNotFoundError
 from storage.formats.dlsn import DLSN
 from storage.log import positioning
 
-__all__ = ["DistributedLogDataSource", "DistributedLogReader", "DistributedLogStreamReader", "RefusedStreamReader"]
+__all__ = [
+    "DistributedLogDataSource",
+    "DistributedLogPushdownReader",
+    "DistributedLogReader",
+    "DistributedLogStreamReader",
+    "RefusedStreamReader",
+]
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +183,11 @@ def _initial_positions(opts: SourceOptions, logs: Sequence[str], default: str) -
     return out
 
 
-def _partitions_for(opts: SourceOptions, start: Mapping[str, DLSN], end: Mapping[str, DLSN]) -> list[LogSlicePartition]:
-    """Plan ``[start, end)`` (a log missing from ``start`` is read from its earliest record)."""
+def _partitions_for(
+    opts: SourceOptions, start: Mapping[str, DLSN], end: Mapping[str, DLSN], pushdown: Pushdown | None = None
+) -> list[LogSlicePartition]:
+    """Plan ``[start, end)`` (a log missing from ``start`` is read from its earliest record), only the parts
+    of it that can hold rows matching ``pushdown`` (:mod:`dl_spark.pruning`) when given."""
     planned: list[tuple[LogInspector, list[Slice]]] = []
     for name in sorted(end):
         try:
@@ -187,7 +197,8 @@ def _partitions_for(opts: SourceOptions, start: Mapping[str, DLSN], end: Mapping
             continue
         s = start.get(name)
         s = insp.earliest() if s is None else insp.check_start(s, fail_on_data_loss=opts.fail_on_data_loss)
-        planned.append((insp, insp.slices(s, end[name])))
+        ranges = [(s, end[name])] if pushdown is None else pushdown.ranges(insp, s, end[name])
+        planned.append((insp, [sl for lo, hi in ranges for sl in insp.slices(lo, hi)]))
     specs = plan_partitions(
         planned, max_records_per_partition=opts.max_records_per_partition, min_partitions=opts.min_partitions
     )
@@ -239,8 +250,14 @@ class DistributedLogDataSource(DataSource):
 
     @reported
     def reader(self, schema: StructType) -> DistributedLogReader:
-        """Raises SourceOptionError for options a batch query cannot take, or a missing log."""
+        """The batch reader: a :class:`DistributedLogPushdownReader` for PySpark's filter pushdown worker, else a
+        plain :class:`DistributedLogReader` (PySpark 4.3 fails the query if a reader implements ``pushFilters``
+        while ``spark.sql.python.filterPushdown.enabled`` is off, and does not tell a source that setting).
+
+        Raises SourceOptionError for options a batch query cannot take, or a missing log."""
         _check_schema(schema)
+        if called_by_pushdown_worker():
+            return DistributedLogPushdownReader(self.source_options)
         return DistributedLogReader(self.source_options)
 
     def streamReader(self, schema: StructType) -> DistributedLogStreamReader | RefusedStreamReader:
@@ -272,7 +289,11 @@ class DistributedLogDataSource(DataSource):
 
 
 class DistributedLogReader(DataSourceReader):
-    """The batch reader: ``[startingOffsets, endingOffsets)`` (defaults earliest, latest)."""
+    """The batch reader: ``[startingOffsets | startingTxId, endingOffsets | endingTxId)`` (defaults earliest,
+    latest)."""
+
+    #: The filters taken by :meth:`DistributedLogPushdownReader.pushFilters` (None: no pushdown).
+    pushdown: Pushdown | None = None
 
     def __init__(self, opts: SourceOptions) -> None:
         """Raises SourceOptionError for ``startingOffsets`` = latest, or a missing log."""
@@ -293,7 +314,7 @@ class DistributedLogReader(DataSourceReader):
             DataLossError: a start was truncated or purged (``failOnDataLoss``).
         """
         opts = self.opts
-        logs = _current_logs(opts)
+        logs = [name for name in _current_logs(opts) if self.pushdown is None or self.pushdown.matches(name)]
         start = _initial_positions(opts, logs, "earliest")
         ending = opts.ending or StartSpec("latest")
         end: dict[str, DLSN] = {}
@@ -303,14 +324,27 @@ class DistributedLogReader(DataSourceReader):
             if pos == "latest":
                 tail = insp.tail()
                 end[name] = start[name] if tail is None else max(tail, start[name])
+                if opts.ending_txid is not None:  # exclusive: before the first record with txid >= endingTxId
+                    end[name] = max(min(end[name], txid_position(insp, opts.ending_txid)), start[name])
             else:
                 assert isinstance(pos, DLSN)
                 end[name] = max(pos, start[name])
-        return list(_partitions_for(opts, start, end))
+        return list(_partitions_for(opts, start, end, self.pushdown))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Rows of one partition (see :func:`dl_spark.reading.read_partition`)."""
         return _read(partition)
+
+
+class DistributedLogPushdownReader(DistributedLogReader):
+    """The batch reader PySpark's pushdown worker gets: it takes filters on ``stream``, ``txid``,
+    ``sequence_id`` and ``dlsn`` (see :func:`dl_spark.pruning.push_filters`) and plans only the logs,
+    segments and records that can match them."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take what this source can apply exactly; return the rest (the same objects) for Spark to check."""
+        self.pushdown, rest = push_filters(filters)
+        return rest
 
 
 class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -365,12 +399,14 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     """The micro-batch reader with admission control and ``Trigger.AvailableNow``."""
 
     def __init__(self, opts: SourceOptions) -> None:
-        """Raises SourceOptionError for ``endingOffsets`` or a log of ``streams`` that does not exist."""
-        if opts.ending is not None:
-            raise SourceOptionError(
-                "option endingOffsets is for batch queries only (spark.read), not readStream: remove it, or read with "
-                "spark.read"
-            )
+        """Raises SourceOptionError for ``endingOffsets`` / ``endingTxId`` or a log of ``streams`` that does not
+        exist."""
+        for given, key in ((opts.ending is not None, "endingOffsets"), (opts.ending_txid is not None, "endingTxId")):
+            if given:
+                raise SourceOptionError(
+                    f"option {key} is for batch queries only (spark.read), not readStream: remove it, or read with "
+                    "spark.read"
+                )
         _check_logs_exist(opts)
         self.opts = opts
         self._target: dict[str, DLSN] | None = None
