@@ -17,6 +17,10 @@ Fixtures (import them into a conftest.py)::
   (``client_mount_timeout``/``rados_mon_op_timeout`` bound the connect: ``Rados.connect(timeout=...)``
   ignores its argument). Tests may kill, stop and restart OSDs (``kill_osd``, ``start_osd``,
   ``wait_osd_up``, ``wait_clean``); the next test's ``rados_namespace`` revives them.
+* ``radosgw`` (session): an S3 endpoint (Ceph's ``radosgw``, on loopback and a free port) on the session cluster,
+  with a user and a bucket: :class:`tools.ceph.rgw.RadosGateway` (``endpoint``, ``access_key``, ``secret_key``,
+  ``bucket``, ``cold_uri(prefix)``). FAILS when the ``radosgw`` package is missing (``make ceph``). A test that
+  stops it (``ceph_cluster.stop_radosgw()``) starts it again (``ceph_cluster.start_radosgw()``) before it ends.
 * ``rados_namespace`` (function): a fresh namespace name ``t-<hex>`` for this test, on a cluster whose
   OSDs are all up (OSDs that an earlier test left killed or SIGSTOPped are restarted or continued first).
 
@@ -38,9 +42,10 @@ from pathlib import Path
 
 import pytest
 
+from tools.ceph.rgw import RadosGateway
 from tools.ceph_cluster import INSTALL_HINT, CephCluster, CephClusterError, missing_programs
 
-__all__ = ["CephCluster", "ceph_cluster", "rados_namespace"]
+__all__ = ["CephCluster", "RadosGateway", "ceph_cluster", "rados_namespace", "radosgw"]
 
 #: The session cluster's directory is a fresh ``<tmp>/ceph-test-XXXXXXXX``.
 _DIR_PREFIX = "ceph-test-"
@@ -103,3 +108,14 @@ def rados_namespace(ceph_cluster: CephCluster) -> Iterator[str]:
     """A RADOS namespace of its own for this test (in ``ceph_cluster.pool``), all OSDs up."""
     ceph_cluster.revive()
     yield f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def radosgw(ceph_cluster: CephCluster) -> RadosGateway:
+    """The session cluster's S3 gateway (started once; stopped with the cluster)."""
+    if shutil.which("radosgw") is None:
+        pytest.fail(f"radosgw is not installed. {INSTALL_HINT}", pytrace=False)
+    try:
+        return ceph_cluster.start_radosgw()
+    except CephClusterError as e:
+        pytest.fail(f"could not start radosgw on the test Ceph cluster:\n{e}", pytrace=False)

@@ -12,6 +12,11 @@ JSON ``{"version": 1, "segments": URI}`` in the namespace's root znode. Segment 
   written.
 
 Credentials not in the URI come from the configuration (``radosClientId``, ``radosKeyring``).
+
+A namespace may also be bound to a cold store (:mod:`storage.cold`; ``"cold": URI`` in the same JSON, added with
+the first bind or later): ``s3://BUCKET/PREFIX?endpoint=HOST:PORT&scheme=http|https&region=R`` or
+``file:///abs/path``. Binding checks it first (reachable, bucket present, credentials accepted, writable); a
+``file://`` cold directory is made if missing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from urllib.parse import unquote, urlparse
 
 from storage.config import Config
 from storage.errors import InvalidArgumentError, MetadataError
+from storage.metastore.base import MetadataStore
 from storage.segstore.base import SegmentStore
 from storage.segstore.local import LocalSegmentStore
 
@@ -75,9 +81,29 @@ def same_location(bound: str, requested: str) -> bool:
     return bound == requested
 
 
-def encode(segments: str) -> bytes:
-    """The root znode's data for a binding to the canonical URI ``segments``."""
-    return json.dumps({"version": BINDING_VERSION, "segments": segments}).encode()
+def encode(segments: str, cold: str | None = None) -> bytes:
+    """The root znode's data for a binding to the canonical URI ``segments`` (and the cold store ``cold``)."""
+    doc: dict[str, object] = {"version": BINDING_VERSION, "segments": segments}
+    if cold is not None:
+        doc["cold"] = cold
+    return json.dumps(doc).encode()
+
+
+def decode_cold(ns_uri: str, data: bytes) -> str | None:
+    """The cold store URI of a stored binding, or None if it has none.
+
+    Raises:
+        MetadataError: unreadable binding data.
+    """
+    from storage.cold.arrowfs import canonical_cold_uri
+
+    try:
+        cold = json.loads(data.decode()).get("cold")
+        if cold is None:
+            return None
+        return canonical_cold_uri(str(cold))
+    except (ValueError, AttributeError, InvalidArgumentError):
+        raise MetadataError(f"namespace {ns_uri} has an unreadable cold store binding {data[:120]!r}") from None
 
 
 def decode(ns_uri: str, data: bytes) -> str:
@@ -139,3 +165,53 @@ def open_segment_store(segments: str, conf: Config, *, create: bool = False) -> 
         except OSError as e:
             raise MetadataError(f"cannot create segment directory {seg_dir}: {e}") from e
     return LocalSegmentStore(seg_dir)
+
+
+def canonical_cold(cold: str) -> str:
+    """The cold store URI to store for ``cold``. Raises InvalidArgumentError: a bad URI."""
+    from storage.cold.arrowfs import canonical_cold_uri
+
+    return canonical_cold_uri(cold)
+
+
+def check_cold(cold: str, conf: Config) -> Path | None:
+    """Check the cold store at the canonical URI ``cold`` before a bind writes anything (reachable, bucket
+    present, credentials accepted, a probe object written, read back and deleted); a ``file://`` directory is made
+    if missing, and returned (for :func:`remove_made_dir` if the bind fails later), else None.
+
+    Raises:
+        InvalidArgumentError: bad URI or credentials keys. ColdStoreError: the check failed (retriable only for an
+            unreachable endpoint).
+    """
+    from storage.cold.arrowfs import ColdLocation, open_cold_store
+
+    loc = ColdLocation.parse(cold)
+    made: Path | None = None
+    if loc.scheme == "file" and not Path(loc.root).exists():
+        made = Path(loc.root)
+        try:
+            made.mkdir(parents=True)
+        except OSError as e:
+            from storage.errors import ColdStoreError
+
+            raise ColdStoreError(f"cannot create cold store directory {made}: {e}", retriable=False) from e
+    try:
+        with open_cold_store(cold, conf) as store:
+            store.check()
+    except BaseException:
+        remove_made_dir(made)
+        raise
+    return made
+
+
+def tiered_store(hot: SegmentStore, cold: str, metastore: MetadataStore, conf: Config) -> SegmentStore:
+    """The segment store of a namespace bound to the cold store ``cold``: ``hot`` wrapped for tiered reads
+    (:class:`storage.log.tiered.TieredSegmentStore`). Nothing is contacted yet.
+
+    Raises:
+        InvalidArgumentError, ColdStoreError: the cold store cannot be made.
+    """
+    from storage.cold.arrowfs import open_cold_store
+    from storage.log.tiered import TieredSegmentStore
+
+    return TieredSegmentStore(hot, open_cold_store(cold, conf), metastore, "/")

@@ -5,6 +5,12 @@
   in-progress segment is never touched. All changes go in one multi.
 * Purge deletes segments (ledger first, then znode) from the oldest while they qualify, and
   always keeps the newest completed segment.
+* With a cold store (the namespace's segment store is a :class:`~storage.log.tiered.TieredSegmentStore`),
+  retention is by tier: a purge deletes only the HOT copy of a qualifying segment, and only once its cold copy is
+  verified (a segment not offloaded yet is offloaded first; if that fails it is kept, with everything after it):
+  the segment's metadata stays and its records stay readable from cold. The cold copy (and with it the segment)
+  goes once the segment completed ``coldSegmentRetentionHours`` ago (<= 0: never). Truncation
+  (``explicitTruncationByApp``), subscriber positions and "keep the newest completed segment" apply to both tiers.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ import logging
 import threading
 
 from storage.config import Config
-from storage.errors import IllegalStateError, InvalidArgumentError
+from storage.errors import DLError, IllegalStateError, InvalidArgumentError
 from storage.formats.dlsn import DLSN
 from storage.formats.segment_metadata import LogSegmentMetadata, TruncationStatus
 from storage.log.layout import LogMetadata
+from storage.log.offload import BackgroundOffloader, offload_segment
 from storage.log.subscriptions import SubscriptionsStore
+from storage.log.tiered import TieredSegmentStore
 from storage.segstore.base import SegmentStore
 
 log = logging.getLogger(__name__)
@@ -101,20 +109,82 @@ def purge_older_than(
         positions = SubscriptionsStore(meta.store, meta.paths).list().values()
         needed_from = min((p.lssn for p in positions), default=None)
     purged = []
-    for seg in purge_candidates(meta.segments()):
+    candidates = purge_candidates(meta.segments())
+    tiered = segstore if isinstance(segstore, TieredSegmentStore) else None
+    for seg in candidates:
         truncated = seg.truncation_status == TruncationStatus.TRUNCATED
         if needed_from is not None and seg.lssn >= needed_from:
             break
         if (truncated or not explicit) and seg.completion_time_ms < timestamp_ms:
-            if not dry_run:
+            if tiered is not None:
+                if not tiered.hot_exists(seg.ledger_id):
+                    continue  # only the cold copy is left: its own retention decides (below)
+                if not _offloaded(tiered, meta, seg, dry_run=dry_run):
+                    break  # never delete the only copy
+                if not dry_run:
+                    tiered.hot.delete_ledger(seg.ledger_id)
+            elif not dry_run:
                 segstore.delete_ledger(seg.ledger_id)
                 meta.delete_segment(seg)
             purged.append(seg)
         else:
             break
+    if tiered is not None:
+        purged += _purge_cold(meta, tiered, conf, candidates, timestamp_ms, now_ms, needed_from, dry_run=dry_run)
     if purged and not dry_run:
-        log.info("purged %d log segments of %r", len(purged), meta.paths.name)
+        what = "hot copies of log segments" if tiered is not None else "log segments"
+        log.info("purged %d %s of %r", len(purged), what, meta.paths.name)
     return purged
+
+
+def _offloaded(tiered: TieredSegmentStore, meta: LogMetadata, seg: LogSegmentMetadata, *, dry_run: bool) -> bool:
+    """Whether ``seg`` has a verified cold copy, offloading it now if not (a dry run only looks)."""
+    if tiered.index.get(seg.ledger_id) is not None:
+        return True
+    if dry_run:
+        return True  # a real purge would offload it first
+    try:
+        offload_segment(tiered, meta, seg)
+        return True
+    except DLError as e:
+        log.warning("keeping the hot copy of segment %d of %r: its offload failed: %s", seg.lssn, meta.paths.name, e)
+        return False
+
+
+def _purge_cold(
+    meta: LogMetadata,
+    tiered: TieredSegmentStore,
+    conf: Config,
+    candidates: list[LogSegmentMetadata],
+    timestamp_ms: int,
+    now_ms: int,
+    needed_from: int | None,
+    *,
+    dry_run: bool,
+) -> list[LogSegmentMetadata]:
+    """Delete whole segments (cold copy, any hot copy, metadata) older than ``coldSegmentRetentionHours`` (and
+    than ``timestamp_ms``), oldest first, under the same rules as the hot purge."""
+    hours = float(conf.get("coldSegmentRetentionHours"))
+    if hours <= 0:
+        return []
+    cutoff = min(timestamp_ms, now_ms - int(hours * 3_600_000))
+    explicit = bool(conf.get("explicitTruncationByApp"))
+    out: list[LogSegmentMetadata] = []
+    for seg in candidates:
+        if needed_from is not None and seg.lssn >= needed_from:
+            break
+        truncated = seg.truncation_status == TruncationStatus.TRUNCATED
+        if not ((truncated or not explicit) and seg.completion_time_ms < cutoff):
+            break
+        if not dry_run:
+            rec = tiered.index.get(seg.ledger_id)
+            tiered.hot.delete_ledger(seg.ledger_id)
+            meta.delete_segment(seg)
+            if rec is not None:
+                tiered.cold.delete(rec.key)
+                tiered.index.forget(seg.ledger_id)
+        out.append(seg)
+    return out
 
 
 class TtlPurger:
@@ -127,13 +197,18 @@ class TtlPurger:
         self._conf = conf
         self._running = threading.Lock()
         self._thread: threading.Thread | None = None
+        #: Offloads completed segments in the background when the namespace has a cold store (else None).
+        self.offloader = BackgroundOffloader(meta, segstore, conf) if isinstance(segstore, TieredSegmentStore) else None
 
     def set_retention_hours(self, hours: float) -> None:
         """Change ``logSegmentRetentionHours`` (dynamic configuration): the next trigger uses it."""
         self._hours = hours
 
     def trigger(self, now_ms: int) -> None:
-        """Start a purge of segments older than ``now - retention`` unless one is running."""
+        """Start a purge of segments older than ``now - retention`` unless one is running (and, with a cold store,
+        a background offload)."""
+        if self.offloader is not None:
+            self.offloader.trigger()
         if self._hours <= 0 or not self._running.acquire(blocking=False):
             return
         cutoff = now_ms - int(self._hours * 3600 * 1000)

@@ -6,6 +6,7 @@ front, with the command line), by concern:
 * :mod:`tools.ceph.conf`: ``ceph.conf``, ``cluster.json``, the cephx keyrings, the ports;
 * :mod:`tools.ceph.daemons`: the mon and OSD processes: making, starting, PIDs, stopping, killing;
 * :mod:`tools.ceph.health`: waiting for OSDs up and PGs active+clean, reviving failed OSDs;
+* :mod:`tools.ceph.rgw`: the S3 gateway (``radosgw``) of a test cluster, for the cold storage tests;
 * :mod:`tools.ceph.cluster`: :class:`~tools.ceph.cluster.CephCluster`: start, wipe, a handle on an existing one;
 * :mod:`tools.ceph.cli`: the command line (``python tools/ceph_cluster.py start|status|...``).
 

@@ -35,7 +35,7 @@ __all__ = [
 REQUIRED_PROGRAMS = ("ceph-mon", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rados")
 INSTALL_HINT = (
     "Ceph is not installed: run `make ceph` (Debian: apt-get install --no-install-recommends "
-    "ceph-mon ceph-osd python3-rados uuid-runtime; the make target also exposes the `rados` module to the venv)"
+    "ceph-mon ceph-osd python3-rados uuid-runtime radosgw; the make target also exposes the `rados` module to the venv)"
 )
 #: Environment variables that would change what the ``ceph``/``rados`` tools and the daemons do.
 _SCRUBBED_ENV = ("CEPH_ARGS", "CEPH_CONF", "CEPH_KEYRING", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")

@@ -1,5 +1,6 @@
 """The cluster as a whole: :class:`CephCluster` (its daemons: :mod:`tools.ceph.daemons`, waits:
-:mod:`tools.ceph.health`, files and keys: :mod:`tools.ceph.conf`, tools: :mod:`tools.ceph.base`), and what
+:mod:`tools.ceph.health`, files and keys: :mod:`tools.ceph.conf`, tools: :mod:`tools.ceph.base`, its S3 gateway
+for the cold storage tests: :mod:`tools.ceph.rgw`), and what
 this module adds: starting a fresh cluster (:meth:`CephCluster.start`), wiping it, and a handle on an existing
 one (:meth:`CephCluster.existing`).
 
@@ -34,6 +35,7 @@ from typing import Any
 from tools.ceph.base import INSTALL_HINT, CephClusterError, Placement, missing_programs, tail
 from tools.ceph.conf import PG_NUM, PLACED_BIND_PORTS, PLACED_MON_PORTS, ClusterConf, choose_ports
 from tools.ceph.health import ClusterHealth
+from tools.ceph.rgw import ClusterGateway
 
 __all__ = ["UNIX_PATH_MAX", "CephCluster"]
 
@@ -41,7 +43,7 @@ __all__ = ["UNIX_PATH_MAX", "CephCluster"]
 UNIX_PATH_MAX = 107
 
 
-class CephCluster(ClusterHealth, ClusterConf):
+class CephCluster(ClusterGateway, ClusterHealth, ClusterConf):
     """One monitor and ``osds`` BlueStore OSDs on loopback, everything under ``directory``.
 
     Args:

@@ -1,0 +1,173 @@
+"""The ColdStore behaviour suite, run on a filesystem path and on S3 (Ceph's radosgw): objects, range reads,
+listing, verification, the bind-time check and its errors; the segment object format and its corruption checks."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.cold import ColdLocation, ColdStore, open_cold_store
+from storage.cold.segment_object import ColdSegment, SegmentObjectWriter
+from storage.config import Config
+from storage.errors import (
+    ColdObjectNotFoundError,
+    ColdStoreError,
+    CorruptedEntryError,
+    InvalidArgumentError,
+)
+from tests.ceph import CephCluster, RadosGateway
+
+
+def test_put_verified_range_stat_list_delete(cold_store: ColdStore) -> None:
+    data = bytes(range(256)) * 4096 + b"tail"  # ~1 MiB
+    put = cold_store.put_verified("a/one.obj", [data[:1000], memoryview(data)[1000:]])
+    assert put.size == len(data) and put.sha256 == hashlib.sha256(data).hexdigest()
+    assert cold_store.stat("a/one.obj").size == len(data)
+    assert cold_store.read_range("a/one.obj", 1000, 5) == data[1000:1005]
+    assert cold_store.read_range("a/one.obj", len(data) - 2, 10) == b"il"  # short only at the end
+    ranges = cold_store.open_ranges("a/one.obj")
+    assert ranges.size == len(data)
+    assert ranges.read(0, 3) == data[:3] and ranges.read(4096, 4) == data[4096:4100]
+    ranges.close()
+    cold_store.put_verified("a/two.obj", [b"x"])
+    cold_store.put_verified("b/three.obj", [b""])
+    assert [o.key for o in cold_store.list()] == ["a/one.obj", "a/two.obj", "b/three.obj"]
+    assert [(o.key, o.size) for o in cold_store.list("a/")] == [("a/one.obj", len(data)), ("a/two.obj", 1)]
+    assert cold_store.stat("b/three.obj").size == 0
+    cold_store.delete("a/one.obj")
+    cold_store.delete("a/one.obj")  # missing: not an error
+    assert [o.key for o in cold_store.list()] == ["a/two.obj", "b/three.obj"]
+    assert cold_store.digest("a/two.obj") == hashlib.sha256(b"x").hexdigest()
+
+
+def test_missing_objects_and_bad_keys(cold_store: ColdStore) -> None:
+    with pytest.raises(ColdObjectNotFoundError) as e:
+        cold_store.stat("nope")
+    assert e.value.retriable is False
+    with pytest.raises(ColdObjectNotFoundError):
+        cold_store.read_range("nope", 0, 1)
+    for bad in ("", "/abs", "a/../b"):
+        with pytest.raises(InvalidArgumentError):
+            cold_store.put(bad, [b"x"])
+    cold_store.check()  # reachable, present, writable; the probe object is gone again
+    assert cold_store.list() == []
+
+
+def test_uri_forms() -> None:
+    loc = ColdLocation.parse("s3://bkt/some/prefix/?endpoint=127.0.0.1:9000&scheme=http")
+    assert (loc.bucket, loc.root, loc.endpoint, loc.http_scheme, loc.region) == (
+        "bkt",
+        "bkt/some/prefix",
+        "127.0.0.1:9000",
+        "http",
+        "us-east-1",
+    )
+    assert loc.uri() == "s3://bkt/some/prefix?endpoint=127.0.0.1:9000&scheme=http&region=us-east-1"
+    assert ColdLocation.parse("s3://b").uri() == "s3://b?scheme=https&region=us-east-1"
+    assert ColdLocation.parse("file:///x/y/").uri() == "file:///x/y"
+    for bad in (
+        "s3://",
+        "s3://key:secret@bkt/p",
+        "s3://b/p?access_key=x",
+        "s3://b/p?scheme=ftp",
+        "file://host/x",
+        "file:relative",
+        "hdfs://nn/x",
+        "",
+    ):
+        with pytest.raises(InvalidArgumentError):
+            ColdLocation.parse(bad)
+    with pytest.raises(InvalidArgumentError, match="together"):
+        open_cold_store("s3://b/p", Config(coldStoreAccessKey="only-one"))
+
+
+def test_check_fails_clearly_for_a_missing_bucket_or_directory(
+    cold_kind: str, cold_uri: str, cold_conf: dict[str, Any], tmp_path: Path
+) -> None:
+    if cold_kind == "s3":
+        missing = cold_uri.replace("s3://dltest/", f"s3://nobucket-{uuid.uuid4().hex[:6]}/")
+    else:
+        missing = f"file://{tmp_path / 'no-such-dir'}"
+    with open_cold_store(missing, Config.from_dict(cold_conf)) as store, pytest.raises(ColdStoreError) as e:
+        store.check()
+    assert e.value.retriable is False
+    assert "does not exist" in str(e.value)
+
+
+def test_refused_credentials_are_not_retriable(radosgw: RadosGateway) -> None:
+    conf = Config(coldStoreAccessKey="WRONGKEY", coldStoreSecretKey="wrongsecret", coldStoreRequestTimeoutSeconds=3)
+    with open_cold_store(radosgw.cold_uri("creds"), conf) as store:
+        with pytest.raises(ColdStoreError) as e:
+            store.check()
+        assert e.value.retriable is False and "refused" in str(e.value)
+        with pytest.raises(ColdStoreError) as e2:
+            store.put("k", [b"data"])
+        assert e2.value.retriable is False
+
+
+def test_an_unreachable_endpoint_is_retriable(ceph_cluster: CephCluster, radosgw: RadosGateway) -> None:
+    conf = Config(
+        coldStoreAccessKey=radosgw.access_key,
+        coldStoreSecretKey=radosgw.secret_key,
+        coldStoreRequestTimeoutSeconds=2,
+        coldStoreMaxAttempts=1,
+    )
+    # a port nothing listens on
+    from tests.zk import free_port
+
+    uri = f"s3://{radosgw.bucket}/p?endpoint=127.0.0.1:{free_port()}&scheme=http"
+    with open_cold_store(uri, conf) as store:
+        for call in (store.check, lambda: store.put("k", [b"x"]), lambda: store.stat("k")):
+            with pytest.raises(ColdStoreError) as e:
+                call()
+            assert e.value.retriable is True, e.value
+
+
+# --- the segment object ----------------------------------------------------------------------
+def _entries(n: int) -> list[bytes]:
+    return [f"entry-{i}-".encode() * (1 + i % 7) for i in range(n)]
+
+
+def test_segment_object_round_trip_and_range_reads(cold_store: ColdStore) -> None:
+    entries = _entries(50)
+    writer = SegmentObjectWriter(log="a/log", lssn=3, ledger_id=77, segment_metadata=b"v5 metadata")
+    put = cold_store.put_verified("a/log/3.dlseg", writer.chunks(enumerate(entries)))
+    assert writer.entries == 50 and writer.data_bytes == sum(len(e) for e in entries)
+    seg = ColdSegment(cold_store, "a/log/3.dlseg", ledger_id=77)
+    assert seg.last_entry_id == 49 and seg.data_bytes == writer.data_bytes
+    assert seg.description["lssn"] == 3 and seg.description["segment"] == "v5 metadata"
+    assert [(i, bytes(d)) for i, d in seg.entries(0, 49)] == list(enumerate(entries))
+    assert [(i, bytes(d)) for i, d in seg.entries(17, 20)] == [(i, entries[i]) for i in range(17, 21)]
+    assert list(seg.entries(5, 4)) == []
+    with pytest.raises(InvalidArgumentError):
+        list(seg.entries(0, 50))
+    seg.close()
+    print(f"segment object: {len(entries)} entries, {put.size} bytes")
+
+
+def test_a_damaged_segment_object_raises_corrupted_entry_at_that_entry(cold_store: ColdStore) -> None:
+    entries = _entries(20)
+    writer = SegmentObjectWriter(log="l", lssn=1, ledger_id=5, segment_metadata=b"m")
+    blob = b"".join(bytes(c) for c in writer.chunks(enumerate(entries)))
+    target = sum(len(e) for e in entries[:12]) + 2  # a byte inside entry 12
+    damaged = blob[:target] + bytes([blob[target] ^ 0xFF]) + blob[target + 1 :]
+    cold_store.put("l/1.dlseg", [damaged])
+    seg = ColdSegment(cold_store, "l/1.dlseg", ledger_id=5)
+    got = []
+    with pytest.raises(CorruptedEntryError, match="entry 12"):
+        for i, d in seg.entries(0, 19):
+            got.append((i, bytes(d)))
+    assert got == list(enumerate(entries))[:12]  # everything before it, exact
+    assert [bytes(d) for _, d in seg.entries(13, 19)] == entries[13:]  # after it, still readable
+    # a damaged index / trailer: CorruptedEntryError at the first read
+    for pos in (len(blob) - 3, len(blob) - 60):
+        cold_store.put("l/2.dlseg", [blob[:pos] + bytes([blob[pos] ^ 1]) + blob[pos + 1 :]])
+        with pytest.raises(CorruptedEntryError):
+            list(ColdSegment(cold_store, "l/2.dlseg", ledger_id=6).entries(0, 0))
+    cold_store.put("l/3.dlseg", [blob[: len(blob) // 2]])  # truncated
+    with pytest.raises(CorruptedEntryError):
+        list(ColdSegment(cold_store, "l/3.dlseg", ledger_id=7).entries(0, 0))
