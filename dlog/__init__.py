@@ -32,6 +32,7 @@ Layout of the package (each module one concern; only ``_common`` is shared):
 * ``_dlsn``: ``dlsn encode`` / ``dlsn decode``;
 * ``_bench``: ``bench`` and its engine;
 * ``_gateway``: ``gateway`` (the py4j gateway of :mod:`jvm_shim`, imported only when it runs);
+* ``_cold``: ``offload`` and ``restore`` (cold storage; ``bind --cold`` is in ``_admin``);
 * ``_entry``: the ``dlog`` group, its top-level options, and the entry points :func:`run` and :func:`main`.
 """
 

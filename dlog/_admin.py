@@ -17,16 +17,24 @@ from storage.log.namespace import bind_namespace
     help="Where segment data lives: file:///abs/path on a filesystem every reader and writer sees, or "
     "rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH] (Ceph RADOS, replicated).",
 )
+@click.option(
+    "--cold",
+    metavar="COLD_URI",
+    default=None,
+    help="Also bind a cold store for offloaded segments: s3://BUCKET/PREFIX?endpoint=HOST:PORT&scheme=http|https"
+    "&region=R (credentials: coldStoreAccessKey/coldStoreSecretKey or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) or "
+    "file:///abs/path. It is checked first; a bound namespace may add one later.",
+)
 @pass_state
-def bind(state: State, segments: str) -> None:
-    """Bind a ZooKeeper namespace to its segment store (as `dlog admin bind`).
+def bind(state: State, segments: str, cold: str | None) -> None:
+    """Bind a ZooKeeper namespace to its segment store (as `dlog admin bind`), and optionally to a cold store.
 
     Creates the namespace path if needed. Rebinding to the same location is a no-op; to another one
-    it fails.
+    it fails. A failed bind (unreachable cold store, missing bucket, refused credentials) creates nothing.
     """
     uri = state.require_uri()
-    bind_namespace(uri, segments, state.conf())
-    out(f"bound {uri} to {segments}")
+    bind_namespace(uri, segments, state.conf(), cold=cold)
+    out(f"bound {uri} to {segments}" + (f" and cold store {cold}" if cold else ""))
 
 
 @click.command(name="list")

@@ -15,7 +15,7 @@ from typing import IO, NoReturn
 
 import click
 
-from dlog import _admin, _bench, _dlsn, _gateway, _ops, _read, _subscribers, _write
+from dlog import _admin, _bench, _cold, _dlsn, _gateway, _ops, _proxy, _proxy_client, _read, _subscribers, _write
 from dlog._common import (
     CONTEXT_SETTINGS,
     EXIT_ERROR,
@@ -80,9 +80,11 @@ def _setup_logging(verbose: int) -> None:
         logging.getLogger("kazoo").setLevel(logging.ERROR)
 
 
-for _module in (_admin, _read, _subscribers, _ops, _write, _dlsn, _bench, _gateway):
+for _module in (_admin, _read, _subscribers, _ops, _write, _dlsn, _bench, _gateway, _cold):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
+cli.add_command(_proxy_client.proxy_status)
+cli.add_command(_proxy.proxy)
 
 
 # --- entry point ------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from storage.formats.segment_metadata import LogSegmentMetadata
 from storage.log import positioning
 from storage.log.log_manager import LogManager
 from storage.log.namespace import Namespace
+from storage.log.tiered import TieredSegmentStore
 
 #: Separator line printed before every record by ``dump`` and ``tail`` (DistributedLog's).
 RECORD_SEPARATOR = "-" * 48
@@ -67,6 +68,8 @@ def segment_line(ns: Namespace, seg: LogSegmentMetadata) -> str:
         f"minActiveDLSN={seg.min_active_dlsn}",
         f"completionTime={_fmt_time(seg.completion_time_ms) if not seg.in_progress else '-'}",
     ]
+    if isinstance(ns.segstore, TieredSegmentStore):  # a namespace with a cold store: where the data lives
+        fields.append(f"tier={ns.segstore.where(seg.ledger_id)}")
     return f"{seg.lssn}\t: " + " ".join(fields)
 
 

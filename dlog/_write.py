@@ -7,6 +7,7 @@ import sys
 import click
 
 from dlog._common import DLSN_TYPE, State, end_of, out, pass_state, require_log
+from dlog._proxy_client import proxy_write_options, write_through_proxies
 from storage.errors import DLError, EndOfStreamError, InvalidArgumentError, LogEmptyError
 from storage.formats.dlsn import DLSN
 from storage.formats.record import LogRecord
@@ -21,12 +22,31 @@ from storage.formats.record import LogRecord
     help="Transaction id of the first record (default: the log's last txid + 1, or 1); +1 per line.",
 )
 @click.option("--create", "create_log", is_flag=True, help="Create the log if it does not exist.")
+@proxy_write_options
 @pass_state
-def write(state: State, name: str, txid_start: int | None, create_log: bool) -> None:
+def write(
+    state: State,
+    name: str,
+    txid_start: int | None,
+    create_log: bool,
+    proxy: str | None,
+    timeout_s: float,
+    token_file: str | None,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+) -> None:
     """Append one record per line of stdin (the line without its line ending), then flush.
 
-    Prints `wrote N records, txid A..B, last DLSN l,e,s`.
+    Prints `wrote N records, txid A..B, last DLSN l,e,s`. With --proxy the records go through write
+    proxies (the proxy assigns txids) and it prints `wrote N records through proxies, last DLSN l,e,s`.
     """
+    if proxy is not None:
+        if txid_start is not None:
+            raise click.UsageError("--txid-start does not apply with --proxy (the proxy assigns txids)")
+        security = {"token_file": token_file, "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key}
+        write_through_proxies(state, name, proxy, create_log=create_log, timeout_s=timeout_s, **security)
+        return
     stdin = sys.stdin.buffer
     with state.namespace(create=create_log) as ns:
         if create_log:

@@ -248,6 +248,16 @@ class LedgerNotFoundError(SegmentStoreError):
     """The ledger does not exist in the segment store."""
 
 
+class ColdStoreError(SegmentStoreError):
+    """The cold store (S3-compatible object storage or a filesystem path, :mod:`storage.cold`) failed.
+    ``retriable`` per instance: an unreachable endpoint or an outage is retriable; refused credentials, a
+    missing bucket or a malformed URI are not."""
+
+
+class ColdObjectNotFoundError(ColdStoreError):
+    """An object the cold store should hold is missing."""
+
+
 class IllegalStateError(DLError):
     """An operation on a handle in the wrong state (closed, or metadata out of sequence)."""
 

@@ -31,6 +31,7 @@ RANKS: dict[str, int] = {
     "storage.formats": 1,
     "storage.segstore": 2,
     "storage.metastore": 2,
+    "storage.cold": 2,
     "storage.log": 3,
     "storage": 4,  # the package's __init__: the public API over everything below
     "dl_spark": 5,

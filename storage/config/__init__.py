@@ -376,6 +376,16 @@ class Config:
     log_segment_sequence_number_validation_enabled = _Prop("logSegmentSequenceNumberValidationEnabled", bool)
     enable_record_counts = _Prop("enableRecordCounts", bool)
     encode_region_id_in_version = _Prop("encodeRegionIDInVersion", bool)
+    # write proxy
+    rps_soft_service_limit = _Prop("rpsSoftServiceLimit", int)
+    rps_hard_service_limit = _Prop("rpsHardServiceLimit", int)
+    bps_soft_service_limit = _Prop("bpsSoftServiceLimit", int)
+    bps_hard_service_limit = _Prop("bpsHardServiceLimit", int)
+    max_acquired_partitions_per_proxy = _Prop("maxAcquiredPartitionsPerProxy", int)
+    proxy_create_stream_on_write = _Prop("proxyCreateStreamOnWrite", bool)
+    proxy_producer_window = _Prop("proxyProducerWindow", int)
+    proxy_producer_expiry_seconds = _Prop("proxyProducerExpirySeconds", int)
+    proxy_dedup_snapshot_interval = _Prop("proxyDedupSnapshotInterval", int)
     # zookeeper
     zk_session_timeout_seconds = _Prop("zkSessionTimeoutSeconds", int)
     zk_num_retries = _Prop("zkNumRetries", int)
@@ -390,6 +400,14 @@ class Config:
     rados_max_object_bytes = _Prop("radosMaxObjectBytes", int)
     rados_max_write_bytes = _Prop("radosMaxWriteBytes", int)
     rados_max_in_flight_writes = _Prop("radosMaxInFlightWrites", int)
+    # cold storage
+    cold_store_access_key: _Prop[str | None] = _Prop("coldStoreAccessKey", str)  # None: the AWS variables
+    cold_store_secret_key: _Prop[str | None] = _Prop("coldStoreSecretKey", str)
+    cold_store_request_timeout_seconds = _Prop("coldStoreRequestTimeoutSeconds", int)
+    cold_store_max_attempts = _Prop("coldStoreMaxAttempts", int)
+    offload_threshold_hours = _Prop("offloadThresholdHours", float)
+    offload_retry_interval_seconds = _Prop("offloadRetryIntervalSeconds", float)
+    cold_segment_retention_hours = _Prop("coldSegmentRetentionHours", float)
 
 
 def _merge(

@@ -190,11 +190,12 @@ GROUP_TITLES: dict[str, str] = {
     "metadata": "Log segment metadata",
     "zookeeper": "ZooKeeper (metadata store) client",
     "rados": "Ceph RADOS segment store (rados:// bindings)",
+    "cold": "Cold storage (a namespace bound with --cold: offload, tiered retention)",
     "bookkeeper": "BookKeeper client",
     "namespace": "Namespace: executors, caches, allocators, federation",
     "stats": "Tracing and stats",
     "features": "Feature providers and dynamic configuration",
-    "proxy": "Write proxy rate limits",
+    "proxy": "Write proxy (dlog proxy): service limits and idempotent producers",
     "injection": "Failure injection",
     "legacy": "Keys only found in DistributedLog's sample files",
 }
@@ -377,6 +378,24 @@ _SPECS: tuple[KeySpec, ...] = (
     _i("radosMaxInFlightWrites", 1, "Group-commit append operations in flight per ledger writer (guarded appends "
         "are serialized by the OSD, so more in flight adds latency, not throughput).",
         "rados", impl=True, min=1),
+    # --- cold storage -------------------------------------------------------------------------
+    # (this project's own keys: DistributedLog names cold storage but ships no offloader; the defaults are ours)
+    _s("coldStoreAccessKey", None, "S3 access key of the cold store (unset = the AWS_ACCESS_KEY_ID variable and the "
+        "AWS SDK's usual chain); set together with coldStoreSecretKey.", "cold", impl=True, empty_means_unset=True),
+    _s("coldStoreSecretKey", None, "S3 secret key of the cold store (unset = AWS_SECRET_ACCESS_KEY).", "cold",
+        impl=True, empty_means_unset=True),
+    _i("coldStoreRequestTimeoutSeconds", 30, "Bound on connecting to the cold store and on each request, in "
+        "seconds.", "cold", impl=True, min=1),
+    _i("coldStoreMaxAttempts", 3, "Attempts per cold store request (the AWS SDK's retries) before it fails "
+        "(retriable: offload tries again later).", "cold", impl=True, min=1),
+    _f("offloadThresholdHours", 0.0, "A writer offloads, in the background, each completed log segment once it "
+        "completed this many hours ago (0 = right after it completes; negative = never by itself, only with "
+        "dlog offload).", "cold", impl=True),
+    _f("offloadRetryIntervalSeconds", 60.0, "After a failed background offload (an outage of the cold store), "
+        "try again after this many seconds (at least 0.05).", "cold", impl=True),
+    _f("coldSegmentRetentionHours", 0.0, "Delete a log segment's cold copy (and the segment) this many hours "
+        "after it completed (<= 0 = keep cold copies for ever); logSegmentRetentionHours only removes hot copies "
+        "of offloaded segments.", "cold", impl=True),
     # --- bookkeeper ---------------------------------------------------------------------------
     _i("bkcZKSessionTimeoutSeconds", 30, "BookKeeper's ZooKeeper session timeout, in seconds.", "bookkeeper"),
     _f("bkcZKRequestRateLimit", 0.0, "BookKeeper's ZooKeeper requests per second (<= 0 = unlimited).", "bookkeeper"),
@@ -463,13 +482,29 @@ _SPECS: tuple[KeySpec, ...] = (
     _i("rpsHardWriteLimit", -1, "Per-stream hard write limit, payload records per second (<= 0 = off): "
         "writes over it fail with OverCapacityError.", "writer",
         impl=True),
-    _i("rpsSoftServiceLimit", -1, "Per-proxy soft limit, in requests per second.", "proxy"),
-    _i("rpsHardServiceLimit", -1, "Per-proxy hard limit, in requests per second.", "proxy"),
+    _i("rpsSoftServiceLimit", -1, "Per-proxy soft limit, write requests per second (<= 0 = off): requests over "
+        "it are counted and logged.", "proxy", impl=True),
+    _i("rpsHardServiceLimit", -1, "Per-proxy hard limit, write requests per second (<= 0 = off): requests over "
+        "it fail with OVER_CAPACITY (retriable).", "proxy", impl=True),
     _i("rpsStreamAcquireServiceLimit", -1, "Per-proxy rate above which streams are not acquired.", "proxy"),
-    _i("bpsSoftServiceLimit", -1, "Per-proxy soft limit, in bytes per second.", "proxy"),
-    _i("bpsHardServiceLimit", -1, "Per-proxy hard limit, in bytes per second.", "proxy"),
+    _i("bpsSoftServiceLimit", -1, "Per-proxy soft limit, payload bytes per second (<= 0 = off): requests over it "
+        "are counted and logged.", "proxy", impl=True),
+    _i("bpsHardServiceLimit", -1, "Per-proxy hard limit, payload bytes per second (<= 0 = off): requests over it "
+        "fail with OVER_CAPACITY (retriable).", "proxy", impl=True),
     _i("bpsStreamAcquireServiceLimit", -1, "Per-proxy byte rate above which streams are not acquired.", "proxy"),
-    _i("maxAcquiredPartitionsPerProxy", -1, "Partitions a proxy may own (<= 0 = unlimited).", "proxy"),
+    _i("maxAcquiredPartitionsPerProxy", -1, "Streams a proxy may own at once (<= 0 = unlimited); a new stream over "
+        "it is refused with TOO_MANY_STREAMS (the client tries another proxy).", "proxy", impl=True),
+    # (this project's own proxy keys)
+    _b("proxyCreateStreamOnWrite", False, "The proxy creates a missing log on its first write (a request can also "
+        "ask with WriteContext.create_if_missing); false = LOG_NOT_FOUND.", "proxy", impl=True),
+    _i("proxyProducerWindow", 1000, "Idempotent producers: per producer and stream, how many of the latest "
+        "sequence numbers keep their DLSN (a retry of an older one is refused with REQUEST_DENIED).", "proxy",
+        impl=True, min=1),
+    _i("proxyProducerExpirySeconds", 86400, "Idempotent producers: forget a producer idle on a stream this "
+        "long (its next write must start a new producer id or sequence 0).", "proxy", impl=True, min=1),
+    _i("proxyDedupSnapshotInterval", 1000, "Idempotent producers: write a snapshot of every live producer into "
+        "the log after this many producer batches (a new owner reads the log from the last snapshot only).",
+        "proxy", impl=True, min=1),
     _i("maxCachedPartitionsPerProxy", -1, "Partitions a proxy may cache (<= 0 = unlimited).", "proxy"),
     # --- injection ----------------------------------------------------------------------------
     _b("eiInjectWriteDelay", False, "Inject write delays.", "injection"),

@@ -345,6 +345,27 @@ class LogManager:
                     return r
         return None
 
+    def control_records(self, seg: LogSegmentMetadata) -> Generator[LogRecordWithDLSN, None, None]:
+        """The control records of one segment (commits included), in order, up to what readers can see: the
+        markers of :meth:`storage.log.writer.AsyncLogWriter.write_marked` are read back this way. A truncated
+        segment yields nothing.
+
+        Raises:
+            CorruptedEntryError, SegmentStoreError, AlreadyClosedError.
+        """
+        self._check_open()
+        if seg.truncation_status == "truncated":
+            return
+        last = positioning.visible_last_entry(self._segstore, seg)
+        if last < 0:
+            return
+        for entry_id, data in self._segstore.read_entries(seg.ledger_id, 0, last):
+            for r in decode_entry(
+                data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries
+            ):
+                if r.is_control:
+                    yield r
+
     def purge_older_than(self, timestamp_ms: int) -> int:
         """Delete completed segments that completed before ``timestamp_ms`` (the newest
         completed segment is always kept, and so are the segments a subscriber still needs unless

@@ -41,6 +41,7 @@ from storage.log import binding
 from storage.log.layout import LOG_ROOT, LogMetadata, LogPaths, join
 from storage.log.log_manager import LogManager
 from storage.log.names import is_reserved, validate_log_name
+from storage.log.tiered import TieredSegmentStore, forget_cold_copies
 from storage.metastore.base import MetadataStore
 from storage.metastore.sqlite import SqliteMetadataStore
 from storage.segstore.base import SegmentStore
@@ -93,8 +94,14 @@ def _zk_store(hosts: str, path: str, conf: Config, *, create: bool) -> MetadataS
     )
 
 
-def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | None = None) -> None:
-    """Bind a ZooKeeper namespace to its segment store (creating the namespace path).
+def bind_namespace(
+    uri: str, segments: str, conf: Config | dict[str, object] | None = None, *, cold: str | None = None
+) -> None:
+    """Bind a ZooKeeper namespace to its segment store (creating the namespace path), and optionally to a cold
+    store (``cold``: ``s3://BUCKET/PREFIX?endpoint=HOST:PORT&scheme=http|https&region=R`` or ``file:///abs/path``,
+    :mod:`storage.cold`). A namespace already bound to ``segments`` may add ``cold`` later; another cold store than
+    the bound one is refused. The cold store is checked (reachable, bucket present, credentials accepted,
+    writable) before anything is written.
 
     ``segments`` is ``file:///abs/path`` on a filesystem every reader and writer can see, or
     ``rados://POOL?conf=/etc/ceph/ceph.conf[&id=CLIENT][&keyring=PATH][&namespace=NS]`` (see
@@ -109,11 +116,13 @@ def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | N
         InvalidArgumentError: a bad URI. MetadataError: already bound elsewhere, or ZooKeeper fails
             (MetadataConnectionError: unreachable, retriable).
         SegmentStoreError: the segment store cannot be opened (unreachable cluster, bad
-            credentials, missing pool, ...).
+            credentials, missing pool, ...). ColdStoreError: the cold store failed its check (retriable only
+            for an unreachable endpoint); nothing was written.
     """
     cfg = _config(conf)
     hosts, zk_path = zk_location_of(uri)
     wanted = binding.canonical_segments_uri(segments, zk_path)
+    wanted_cold = binding.canonical_cold(cold) if cold is not None else None
     top = _zk_store(hosts, "/", cfg, create=False)  # the server's root: connecting creates nothing
     try:
         version = top.exists(zk_path)
@@ -123,16 +132,29 @@ def bind_namespace(uri: str, segments: str, conf: Config | dict[str, object] | N
                 bound = binding.decode(uri, current.value)
                 if not binding.same_location(bound, segments):
                     raise MetadataError(f"namespace {uri} is already bound to {bound}")
+                bound_cold = binding.decode_cold(uri, current.value)
+                if wanted_cold is None or bound_cold == wanted_cold:
+                    return
+                if bound_cold is not None:
+                    raise MetadataError(f"namespace {uri} is already bound to the cold store {bound_cold}")
+                made_cold = binding.check_cold(wanted_cold, cfg)  # a bound namespace adds a cold store
+                try:
+                    top.set(zk_path, binding.encode(bound, wanted_cold), current.version)
+                except BaseException:
+                    binding.remove_made_dir(made_cold)
+                    raise
                 return
+        made_cold = binding.check_cold(wanted_cold, cfg) if wanted_cold is not None else None
         made = binding.missing_file_dir(wanted)
         try:
             binding.open_segment_store(wanted, cfg, create=True).close()
             if version is None:
-                top.create(zk_path, binding.encode(wanted), make_parents=True)
+                top.create(zk_path, binding.encode(wanted, wanted_cold), make_parents=True)
             else:  # an empty node (made by hand, or by a bind of an older version that failed half-way)
-                top.set(zk_path, binding.encode(wanted), current.version)
+                top.set(zk_path, binding.encode(wanted, wanted_cold), current.version)
         except BaseException:
             binding.remove_made_dir(made)
+            binding.remove_made_dir(made_cold)
             raise
     finally:
         top.close()
@@ -179,14 +201,22 @@ class Namespace:
     """A namespace of logs. A context manager; ``close()`` closes every log manager opened."""
 
     def __init__(
-        self, uri: str, metastore: MetadataStore, segstore: SegmentStore, conf: Config, root: str = "/"
+        self,
+        uri: str,
+        metastore: MetadataStore,
+        segstore: SegmentStore,
+        conf: Config,
+        root: str = "/",
+        *,
+        client_id: str | None = None,
     ) -> None:
         self.uri = uri
         self.metastore = metastore
         self.segstore = segstore
         self.conf = conf
         self.root = root
-        self.client_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: The owner id this namespace's writers put in the log locks (what OwnershipAcquireFailedError names).
+        self.client_id = client_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._closed = False
         self._lock = threading.Lock()
         self._managers: list[LogManager] = []
@@ -259,6 +289,8 @@ class Namespace:
                 pass
             except DLError as e:
                 log.warning("log %r deleted, but not the data of its ledger %d: %s", name, ledger_id, e)
+        if isinstance(self.segstore, TieredSegmentStore):
+            forget_cold_copies(self.segstore, name, ledgers)
 
     def log_exists(self, name: str) -> bool:
         """True if the log exists. Raises InvalidStreamNameError."""
@@ -362,8 +394,13 @@ class Namespace:
         self.close()
 
 
-def open_namespace(uri: str, conf: Config | dict[str, object] | None = None, *, create: bool = True) -> Namespace:
+def open_namespace(
+    uri: str, conf: Config | dict[str, object] | None = None, *, create: bool = True, client_id: str | None = None
+) -> Namespace:
     """Open the namespace at ``uri``.
+
+    ``client_id`` is the owner id the namespace's writers put in log locks (default: host, pid and a
+    random suffix); the write proxy passes its address, so a refused writer learns where the owner serves.
 
     With ``create`` (the default) a missing namespace is created: the embedded default's directory,
     or a ZooKeeper namespace's path (which must then still be bound, see :func:`bind_namespace`).
@@ -378,8 +415,10 @@ def open_namespace(uri: str, conf: Config | dict[str, object] | None = None, *, 
     """
     cfg = _config(conf)
     path = local_path_of(uri)
+    if client_id is not None and (not isinstance(client_id, str) or not client_id):
+        raise InvalidArgumentError(f"client_id must be a non-empty str, not {client_id!r}")
     if path is None:
-        return _open_zk_namespace(uri, cfg, create=create)
+        return _open_zk_namespace(uri, cfg, create=create, client_id=client_id)
     db = path / "metadata" / "metadata.db"
     if not create and not db.is_file():
         raise NamespaceNotFoundError(
@@ -397,10 +436,10 @@ def open_namespace(uri: str, conf: Config | dict[str, object] | None = None, *, 
     except BaseException:
         metastore.close()
         raise
-    return Namespace(uri, metastore, segstore, cfg)
+    return Namespace(uri, metastore, segstore, cfg, client_id=client_id)
 
 
-def _open_zk_namespace(uri: str, cfg: Config, *, create: bool) -> Namespace:
+def _open_zk_namespace(uri: str, cfg: Config, *, create: bool, client_id: str | None) -> Namespace:
     try:
         store = _open_zk_store(uri, cfg, create=create)
     except NoNodeError:  # only without create: the namespace path is missing
@@ -419,7 +458,14 @@ def _open_zk_namespace(uri: str, cfg: Config, *, create: bool) -> Namespace:
                 f"or storage.bind_namespace({uri!r}, segments='file:///shared/abs/path')"
             )
         segstore = binding.open_segment_store(binding.decode(uri, data), cfg)
+        cold = binding.decode_cold(uri, data)
+        if cold is not None:  # reads of offloaded segments whose hot copy is gone come from cold
+            try:
+                segstore = binding.tiered_store(segstore, cold, store, cfg)
+            except BaseException:
+                segstore.close()
+                raise
     except BaseException:
         store.close()
         raise
-    return Namespace(uri, store, segstore, cfg)
+    return Namespace(uri, store, segstore, cfg, client_id=client_id)

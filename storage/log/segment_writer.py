@@ -34,7 +34,9 @@ from concurrent.futures import Future
 from storage.common.futures import FutureGroup
 from storage.common.stats import WriterStats
 from storage.errors import (
+    CorruptedEntryError,
     DLError,
+    InvalidArgumentError,
     LogRecordTooLongError,
     TransmitError,
     WriteCancelledError,
@@ -169,6 +171,38 @@ class SegmentWriter:
         if self._outstanding_bytes > self._threshold:
             self.transmit()
         return fut
+
+    def write_group(self, marker: LogRecord, records: list[LogRecord]) -> list[Future[DLSN]]:
+        """Transmit pending data, then ``marker`` (a control record: invisible to readers) followed by ``records``
+        as ONE entry: durable together or not at all (the write proxy's producer markers).
+
+        Raises:
+            LogRecordTooLongError: the group does not fit in one entry (``MAX_LOGRECORDSET_SIZE``); nothing written.
+            InvalidArgumentError: a RECORD_SET record with a bad payload; nothing written. WriteError,
+            WriterFencedError.
+        """
+        self.check_writable()
+        for r in records:  # a bad record must fail before the marker is buffered
+            if r.flags & RECORD_SET:
+                try:
+                    record_set_count(r.payload)
+                except CorruptedEntryError as e:
+                    raise InvalidArgumentError(f"record has the RECORD_SET flag but an invalid payload: {e}") from None
+        total = sum(RECORD_HEADER_SIZE + len(r.payload) for r in [marker, *records])
+        if total > MAX_LOGRECORDSET_SIZE:
+            raise LogRecordTooLongError(
+                f"a group of {len(records)} records ({total} bytes) exceeds one entry (MAX_LOGRECORDSET_SIZE "
+                f"{MAX_LOGRECORDSET_SIZE})"
+            )
+        self.transmit()
+        self._builder.add(marker.with_position(self.position))
+        threshold, self._threshold = self._threshold, MAX_LOGRECORDSET_SIZE  # no transmit inside the group
+        try:
+            futs = [self.write(r) for r in records]
+        finally:
+            self._threshold = threshold
+        self.transmit()
+        return futs
 
     def write_control(self) -> None:
         """Transmit pending data, then a control record on its own (a commit)."""

@@ -137,6 +137,19 @@ class AsyncLogWriter:
     def stream_name(self) -> str:
         return self._h.name
 
+    @property
+    def last_txid(self) -> int:
+        """The transaction id of the last record written (after recovery: the log's last; -1 for an empty log)."""
+        return self._last_txid
+
+    def ownership_held(self) -> bool:
+        """False once the log's write lock is lost (session expired, released) or this writer was fenced or closed:
+        nothing written from then on can be acknowledged. True without a lock (``writeLockEnabled=false``)."""
+        if self._closed or self._fenced is not None:
+            return False
+        lock = self._h.lock
+        return lock is None or lock.is_held()
+
     def write(self, record: LogRecord) -> Future[DLSN]:
         """Buffer a record; the future resolves to its DLSN once durable.
 
@@ -166,6 +179,39 @@ class AsyncLogWriter:
                 self._check_record(r, last_txid=last)
                 last = r.txid
             return self._write_counted(recs)
+
+    def write_marked(self, marker: bytes, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
+        """Write ``records`` (at least one) in ONE entry, right after a control record holding ``marker``: the
+        marker and the records are durable together or not at all, and no reader sees the marker (it is a control
+        record). The write proxy stores its idempotent producers' state this way; read the markers back with
+        :meth:`storage.log.log_manager.LogManager.control_records`. Checks and limits as :meth:`write_bulk`.
+
+        Raises:
+            InvalidArgumentError: no records, or ``marker`` not bytes. LogRecordTooLongError: the group does not
+            fit in one entry. The errors of :meth:`write`.
+        """
+        recs = list(records)
+        if not recs or not isinstance(marker, bytes):
+            raise InvalidArgumentError("write_marked needs a bytes marker and at least one record")
+        with self._lock:
+            last = self._last_txid
+            for r in recs:
+                self._check_record(r, last_txid=last)
+                last = r.txid
+            counter = self.outstanding
+            if counter is not None:
+                counter.acquire(len(recs))
+            try:
+                if self.limiter is not None:
+                    self.limiter.acquire(len(recs), sum(len(r.payload) for r in recs))
+                seg = self._segment_for(recs[0].txid)
+                futs = seg.write_group(LogRecord(recs[0].txid, marker, flags=CONTROL), recs)
+            except BaseException:
+                if counter is not None:
+                    counter.release(len(recs))
+                raise
+            self._last_txid = recs[-1].txid
+            return futs
 
     def _write_counted(self, recs: list[LogRecord]) -> list[Future[DLSN]]:
         """Admit ``recs`` (checked) against the outstanding-write and rate limits, all or none,

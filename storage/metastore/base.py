@@ -172,6 +172,19 @@ class MetadataStore(ABC):
         """
 
     @abstractmethod
+    def create_ephemeral(self, path: str, data: bytes = b"") -> None:
+        """Create a node that lives only as long as this store's session (a process announcing itself,
+        as DistributedLog's proxies do). ZooKeeper: an ephemeral znode, gone when this store closes, its
+        process dies or its session expires (the owner re-creates it after a new session; watch it). The
+        embedded store has no sessions: the node is deleted when this store closes, but a killed process
+        leaves it behind.
+
+        Raises:
+            NodeExistsError: it exists. NoNodeError: the parent is missing. InvalidArgumentError,
+            MetadataError (MetadataConnectionError: the outcome is unknown, re-read), AlreadyClosedError.
+        """
+
+    @abstractmethod
     def multi(self, ops: Sequence[Op]) -> None:
         """Apply every operation atomically, or none.
 

@@ -29,6 +29,7 @@ from typing import TypeVar
 
 from storage.errors import (
     AlreadyClosedError,
+    DLError,
     InvalidArgumentError,
     MetadataConnectionError,
     MetadataError,
@@ -86,6 +87,7 @@ class SqliteMetadataStore(MetadataStore):
         self._closed = False
         self._idle: list[sqlite3.Connection] = []
         self._locks: set[_filelock.FileLock] = set()
+        self._ephemeral: set[str] = set()  # deleted by close()
         self._watcher: ChangeWatcher | None = None
         try:
             self._run(lambda c: tree.init_schema(c, self._db_path), write=True, what="open")
@@ -201,6 +203,20 @@ class SqliteMetadataStore(MetadataStore):
         path, data = tree.check_path(path), tree.check_data(data)
         self._mutate(lambda c, changed: tree.do_create(c, path, data, make_parents, changed), f"create {path}")
 
+    def create_ephemeral(self, path: str, data: bytes = b"") -> None:
+        """Create a node deleted when this store closes (there are no sessions: a killed process leaves it).
+
+        Raises:
+            InvalidArgumentError, NodeExistsError, NoNodeError, MetadataError, MetadataConnectionError,
+            AlreadyClosedError (as :meth:`create`).
+        """
+        path = tree.check_path(path)
+        if path == "/":
+            raise InvalidArgumentError("the root cannot be ephemeral")
+        self.create(path, data)
+        with self._mu:
+            self._ephemeral.add(path)
+
     def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> int:
         """Replace a node's data; returns the new version.
 
@@ -291,7 +307,13 @@ class SqliteMetadataStore(MetadataStore):
             return self._watcher.add(path, callback, baseline)
 
     def close(self) -> None:
-        """Release this store's locks, stop its watch thread, close its connections. Idempotent."""
+        """Delete this store's ephemeral nodes, release its locks, stop its watch thread, close its
+        connections. Idempotent."""
+        with self._mu:
+            ephemeral, self._ephemeral = sorted(self._ephemeral, reverse=True), set()
+        for path in ephemeral:
+            with contextlib.suppress(DLError):
+                self.delete(path)
         with self._mu:
             if self._closed:
                 return

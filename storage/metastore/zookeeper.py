@@ -369,6 +369,25 @@ class ZooKeeperMetadataStore(MetadataStore):
             return
         _zk_writes.create_with_parents(self, path, data, plain, MAX_REPLANS)
 
+    def create_ephemeral(self, path: str, data: bytes = b"") -> None:
+        """Create an ephemeral znode of this store's session (deleted by ZooKeeper when the session ends).
+
+        Raises:
+            InvalidArgumentError: malformed path or data, or the root. NodeExistsError: it exists.
+            NoNodeError: the parent is missing. MetadataConnectionError: ZooKeeper unreachable, or the
+            connection failed after the request was sent (re-read). MetadataError, AlreadyClosedError.
+        """
+        path, data = check_path(path), self._check_data(data)
+        self._check_open()
+        if path == "/":
+            raise InvalidArgumentError("the root cannot be ephemeral")
+        zpath = self._z(path)
+        self._run(
+            f"create ephemeral {path}",
+            lambda: self._wait(self._create_request(zpath, data, ephemeral=True)),
+            idempotent=False,
+        )
+
     def set(self, path: str, data: bytes, version: int = ANY_VERSION) -> int:
         """Replace a node's data; returns the new version.
 

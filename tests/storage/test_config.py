@@ -82,6 +82,16 @@ APPENDIX_A: dict[str, Any] = {
 #: ``firstNumEntriesEachPerLastRecordScan`` and still accepts the spec's spelling as an alias).
 IMPLEMENTED = {
     "zkAclId",
+    # the write proxy (dl_proxy)
+    "rpsSoftServiceLimit",
+    "rpsHardServiceLimit",
+    "bpsSoftServiceLimit",
+    "bpsHardServiceLimit",
+    "maxAcquiredPartitionsPerProxy",
+    "proxyCreateStreamOnWrite",
+    "proxyProducerWindow",
+    "proxyProducerExpirySeconds",
+    "proxyDedupSnapshotInterval",
     "ledgerMetadataLayoutVersion",
     "ledgerMetadataSkipMinVersionCheck",
     "firstLogsegmentSequenceNumber",
@@ -143,6 +153,14 @@ IMPLEMENTED = {
     "radosMaxObjectBytes",
     "radosMaxWriteBytes",
     "radosMaxInFlightWrites",
+    # this project's cold storage keys
+    "coldStoreAccessKey",
+    "coldStoreSecretKey",
+    "coldStoreRequestTimeoutSeconds",
+    "coldStoreMaxAttempts",
+    "offloadThresholdHours",
+    "offloadRetryIntervalSeconds",
+    "coldSegmentRetentionHours",
 }
 
 #: The RADOS segment store keys and their defaults.

@@ -1,0 +1,334 @@
+"""Fan-in through the write proxy (issue #21 item 7): 1 KiB records from 1 / 4 / 16 producer PROCESSES through 1
+and 2 ``dlog proxy`` processes, against one direct ``AsyncLogWriter`` on the same namespace, in one run.
+
+Run::
+
+    .venv/bin/python bench/bench_proxy.py [--records 100000] [--producers 1,4,16] [--latency-seconds 8]
+        [--kills 10] [--dir DIR]
+
+Setup: a private ZooKeeper server (tests.zk) and a namespace bound to a segment directory on this machine's disk.
+Every proxy and producer is a process of its own; producers use :class:`dl_proxy.ProxyClient` (idempotent:
+producer id + sequences) with its default batching, and write to one log per proxy (1 proxy: one log; 2 proxies:
+two logs, producers split between them, so each proxy owns one). The direct baseline writes the same records to
+one log of the same namespace with one AsyncLogWriter (64 KiB buffer). Every acknowledgement is durable (the
+proxy acknowledges after the core writer's durable append; the direct writer's futures resolve the same way).
+
+Measured: (1) aggregate throughput = records / (last producer done - first producer started), each row the median
+of ``--reps``; (2) ack latency p50/p99 with 4 producers through 1 proxy paced at half the 4-producer maximum, and
+the direct writer paced at half its maximum; (3) failover: a producer writes at a steady pace through 2 proxies;
+the owner of its log is SIGKILLed ``--kills`` times (restarted between kills): time from the kill to the first
+acknowledgement after it, p50 and max. Prints one markdown table with the targets of the issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+# _common first: it puts the checkout on sys.path for `storage`
+from _common import PAYLOAD, REPO, fmt_rate, make_base, median, percentile, remove_base, writer_conf, yes_no
+
+import storage
+
+TARGET_FANIN_RATIO = 0.7
+TARGET_P99_RATIO = 3.0
+SESSION_TIMEOUT_S = 1
+READY = "PROXY listening on "
+
+
+# --- processes ------------------------------------------------------------------------------------------------
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+class Proxy:
+    """A ``dlog --uri URI proxy`` process; ``address`` from its ready line."""
+
+    def __init__(self, uri: str) -> None:
+        session = f"zkSessionTimeoutSeconds={SESSION_TIMEOUT_S}"
+        cmd = [sys.executable, "-m", "dlog", "--uri", uri, "proxy", "--set", session]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith(READY):
+            self.proc.kill()
+            raise RuntimeError(f"dlog proxy did not start: {line!r}")
+        self.address = line[len(READY) :].strip()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_producers(
+    uri: str, streams: Sequence[str], producers: int, records: int, rate: float = 0.0
+) -> list[dict[str, Any]]:
+    """``producers`` processes (this script, ``--producer``) writing ``records`` in all; their summaries."""
+    go = time.time() + 3.0  # every producer starts writing at this wall-clock time (after its imports)
+    procs = []
+    for i in range(producers):
+        args = {"uri": uri, "stream": streams[i % len(streams)], "records": records // producers,
+                "rate": rate / producers if rate else 0.0, "go": go}  # fmt: skip
+        cmd = [sys.executable, __file__, "--producer", json.dumps(args)]
+        procs.append(subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, text=True))
+    out = []
+    for p in procs:
+        stdout, _ = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"a producer failed (exit {p.returncode})")
+        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    return out
+
+
+def _stamp(latencies: list[float], sent: float, _f: object) -> None:
+    latencies.append(time.perf_counter() - sent)
+
+
+def producer_main(spec: str) -> int:
+    """One producer process: write its records through the proxies of ``uri``; print a JSON summary."""
+    from dl_proxy import ProxyClient
+
+    args = json.loads(spec)
+    n, rate = int(args["records"]), float(args["rate"])
+    lat: list[float] = []
+    with ProxyClient(uri=args["uri"], timeout_s=120) as client:
+        client.write(args["stream"], PAYLOAD).result()  # connect, route, own: untimed
+        time.sleep(max(0.0, args["go"] - time.time()))
+        t0 = time.time()
+        futures: list[Future[storage.DLSN]] = []
+        for i in range(n):
+            if rate:
+                delay = t0 + i / rate - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+            sent = time.perf_counter()
+            fut = client.write(args["stream"], PAYLOAD)
+            if rate:
+                fut.add_done_callback(functools.partial(_stamp, lat, sent))
+            futures.append(fut)
+        client.flush()
+        for f in futures:
+            f.result()
+        t1 = time.time()
+    print(json.dumps({"start": t0, "end": t1, "records": n, "latencies": lat if rate else []}))
+    return 0
+
+
+# --- the direct baseline ------------------------------------------------------------------------------------------
+def direct(uri: str, log: str, records: int, rate: float = 0.0) -> tuple[float, list[float]]:
+    """One AsyncLogWriter: records/s (unpaced) or the ack latencies (paced at ``rate``)."""
+    lat: list[float] = []
+    with storage.open_namespace(uri, writer_conf()) as ns:
+        ns.create_log(log)
+        with ns.open_log(log) as dlm:
+            aw = dlm.open_async_writer()
+            try:
+                aw.write(storage.LogRecord(1, PAYLOAD)).result()
+                futures = []
+                t0 = time.perf_counter()
+                for i in range(records):
+                    if rate:
+                        delay = t0 + i / rate - time.perf_counter()
+                        if delay > 0:
+                            time.sleep(delay)
+                        if i % 16 == 0:
+                            aw.flush()  # a paced writer publishes as it goes (as the proxy's linger does)
+                    sent = time.perf_counter()
+                    f = aw.write(storage.LogRecord(i + 2, PAYLOAD))
+                    if rate:
+                        f.add_done_callback(functools.partial(_stamp, lat, sent))
+                    futures.append(f)
+                aw.flush().result()
+                for f in futures:
+                    f.result()
+                elapsed = time.perf_counter() - t0
+            finally:
+                aw.close()
+    return records / elapsed, lat
+
+
+# --- failover ------------------------------------------------------------------------------------------------------
+def failover(uri: str, kills: int) -> list[float]:
+    """Seconds from each SIGKILL of the log's owner to the first acknowledgement after it."""
+    from dl_proxy import ProxyClient
+
+    proxies = [Proxy(uri), Proxy(uri)]
+    gaps: list[float] = []
+    acks: list[float] = []
+    mu = threading.Lock()
+    stop = threading.Event()
+
+    def on_ack(f: Future[storage.DLSN]) -> None:
+        if f.exception() is None:
+            with mu:
+                acks.append(time.monotonic())
+
+    try:
+        with ProxyClient(uri=uri, timeout_s=60, create_if_missing=True) as client:
+
+            def produce() -> None:
+                while not stop.is_set():
+                    client.write("failover", PAYLOAD).add_done_callback(on_ack)
+                    time.sleep(0.002)
+
+            writer = threading.Thread(target=produce, daemon=True)
+            writer.start()
+            time.sleep(1.0)
+            for _ in range(kills):
+                owner = client.owners.get("failover")
+                victim = next((p for p in proxies if p.address == owner), proxies[0])
+                killed = time.monotonic()
+                victim.proc.kill()
+                victim.proc.wait()
+                while True:
+                    with mu:
+                        after = [t for t in acks if t > killed]
+                    if after:
+                        gaps.append(after[0] - killed)
+                        break
+                    time.sleep(0.01)
+                proxies[proxies.index(victim)] = Proxy(uri)
+                time.sleep(0.5)
+            stop.set()
+            writer.join()
+    finally:
+        for p in proxies:
+            p.stop()
+    return gaps
+
+
+# --- main ----------------------------------------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--producer":
+        return producer_main(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--producers", default="1,4,16")
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--latency-seconds", type=float, default=8.0)
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.producers.split(",")]
+
+    from tests.zk import ZooKeeperServer, free_port
+
+    base, created = make_base("proxy", args.dir)
+    server = ZooKeeperServer(workdir=base / "zk", port=free_port())
+    started = time.perf_counter()
+    try:
+        server.start()
+        uri = f"distributedlog://{server.hosts}/bench-{uuid.uuid4().hex[:12]}"
+        storage.bind_namespace(uri, segments=f"file://{base / 'segments'}")
+        print("direct writer ...", file=sys.stderr, flush=True)
+        direct_rates = [direct(uri, f"direct-{r}", args.records)[0] for r in range(args.reps)]
+        rows: list[tuple[int, int, float]] = []
+        for n_proxies in (1, 2):
+            proxies = [Proxy(uri) for _ in range(n_proxies)]
+            try:
+                for producers in counts:
+                    rates = []
+                    for r in range(args.reps):
+                        streams = [f"fanin-{n_proxies}-{producers}-{r}-{i}" for i in range(n_proxies)]
+                        with storage.open_namespace(uri) as ns:
+                            for s in streams:
+                                ns.create_log(s)
+                        print(f"{producers} producers, {n_proxies} proxies ...", file=sys.stderr, flush=True)
+                        got = run_producers(uri, streams, producers, args.records)
+                        total = sum(g["records"] for g in got)
+                        rates.append(total / (max(g["end"] for g in got) - min(g["start"] for g in got)))
+                    rows.append((n_proxies, producers, median(rates)))
+            finally:
+                for p in proxies:
+                    p.stop()
+        # latency at half the maximum rate: 4 producers through 1 proxy vs the direct writer
+        max4 = next((rate for np_, pr, rate in rows if np_ == 1 and pr == 4), rows[0][2])
+        half_direct = median(direct_rates) / 2
+        n_direct = int(half_direct * args.latency_seconds)
+        _, direct_lat = direct(uri, "direct-latency", n_direct, rate=half_direct)
+        proxy = Proxy(uri)
+        try:
+            with storage.open_namespace(uri) as ns:
+                ns.create_log("latency")
+            got = run_producers(uri, ["latency"], 4, int(max4 / 2 * args.latency_seconds), rate=max4 / 2)
+        finally:
+            proxy.stop()
+        proxy_lat = [x for g in got for x in g["latencies"]]
+        print("failover ...", file=sys.stderr, flush=True)
+        gaps = failover(uri, args.kills) if args.kills else []
+        print(render(args, median(direct_rates), rows, (half_direct, direct_lat), (max4 / 2, proxy_lat), gaps,
+                     time.perf_counter() - started))  # fmt: skip
+        return 0
+    finally:
+        server.stop()
+        remove_base(base, created)
+
+
+def render(
+    args: argparse.Namespace,
+    direct_rate: float,
+    rows: list[tuple[int, int, float]],
+    direct_lat: tuple[float, list[float]],
+    proxy_lat: tuple[float, list[float]],
+    gaps: list[float],
+    seconds: float,
+) -> str:
+    lines = [
+        f"## Write proxy fan-in: 1 KiB records, {args.records:,} per run (ZooKeeper namespace, local segments)",
+        "",
+        "| setup | aggregate | ÷ direct writer | target | met |",
+        "|---|---|---|---|---|",
+        f"| direct AsyncLogWriter (1 process) | {fmt_rate(direct_rate)} | 1.00 | - | - |",
+    ]
+    for n_proxies, producers, rate in rows:
+        ratio = rate / direct_rate
+        target = f">= {TARGET_FANIN_RATIO}" if n_proxies == 1 else "-"
+        met = yes_no(ratio >= TARGET_FANIN_RATIO) if n_proxies == 1 else "-"
+        lines.append(f"| {producers} producer(s) → {n_proxies} proxy(ies) | {fmt_rate(rate)} | {ratio:.2f} "
+                     f"| {target} | {met} |")  # fmt: skip
+    d_rate, d_lat = direct_lat
+    p_rate, p_lat = proxy_lat
+    if d_lat and p_lat:
+        d99, p99 = percentile(d_lat, 0.99) * 1000, percentile(p_lat, 0.99) * 1000
+        lines += [
+            "",
+            "| ack latency at half the maximum rate | rate | p50 | p99 | p99 ÷ direct | target | met |",
+            "|---|---|---|---|---|---|---|",
+            f"| direct writer | {d_rate:,.0f}/s | {percentile(d_lat, 0.5) * 1000:.1f} ms | {d99:.1f} ms "
+            "| 1.00 | - | - |",
+            f"| 4 producers → 1 proxy | {p_rate:,.0f}/s | {percentile(p_lat, 0.5) * 1000:.1f} ms | {p99:.1f} ms "
+            f"| {p99 / d99:.2f} | <= {TARGET_P99_RATIO:g} | {yes_no(p99 / d99 <= TARGET_P99_RATIO)} |",
+        ]
+    if gaps:
+        bound = SESSION_TIMEOUT_S + 1.0
+        ok = median(gaps) <= bound and max(gaps) <= bound
+        lines += [
+            "",
+            f"Failover over {len(gaps)} SIGKILLs of the owner (session timeout {SESSION_TIMEOUT_S} s): kill → first "
+            f"acknowledgement p50 {median(gaps):.2f} s, max {max(gaps):.2f} s; target <= {bound:g} s: {yes_no(ok)}.",
+        ]
+    lines += ["", f"Whole benchmark: {seconds:.0f} s."]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Client-side batching and the idempotent producer's per-stream state.
+
+``write(stream, payload)`` appends to the stream's *open* batch; a batch is *sealed* when it reaches
+``max_records`` or ``max_bytes`` or when its linger time is over (or on ``flush()``). Sealing gives it its
+sequence numbers: the stream's next sequence for its first record, consecutive ones for the rest. A sealed
+batch is one ``writeBulk`` request, resent with the SAME producer id and sequence numbers until the proxy
+answers for it (that is what makes a resend after a lost reply or a failover safe: a proxy that already stored
+it answers ``duplicate`` with the original DLSNs).
+
+A stream keeps its sealed, unanswered batches in sequence order (``unacked``). The client sends them in that
+order, several in flight at once; one that overtook an earlier one (OUT_OF_ORDER_SEQUENCE) waits until every
+earlier one is answered, then goes again. Consecutive batches waiting to be sent are merged into one request
+(up to the batch limits) when it goes, so a backlog (after a stall or a failover) drains in large requests;
+the proxy takes any request whose sequences continue or overlap what it stored (the overlap is answered as
+duplicates). Records whose ``timeout_s`` ran out have their futures failed ("outcome unknown") but stay in
+``unacked`` and keep being sent: the proxy stores a producer's sequence without gaps, so dropping them would
+stall every later batch of the stream.
+
+Generations: when the proxy expects a sequence this client no longer holds (records that failed definitively,
+e.g. too large for the proxy, or a proxy that forgot the producer), the stream moves to a new producer id
+``<producer_id>.<n>`` and renumbers its unanswered batches from 0 — only while nothing of the stream is in
+flight, so no request under the old id can be stored later (the old id's sequence has a gap the client never
+fills).
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from storage.formats.dlsn import DLSN
+
+__all__ = ["Batch", "BatchState", "StreamState"]
+
+
+class BatchState(enum.Enum):
+    OPEN = "open"  # still taking records
+    WAITING = "waiting"  # sealed, to be sent
+    IN_FLIGHT = "in_flight"  # a request is out
+    DONE = "done"  # answered (or failed definitively)
+
+
+@dataclass(eq=False)
+class Batch:
+    """Records of one stream sent as one ``writeBulk``: payloads and their futures, in write order."""
+
+    stream: str
+    created: float  # time.monotonic() of its first record
+    deadline: float  # created + timeout_s: its futures fail then (outcome unknown)
+    payloads: list[bytes] = field(default_factory=list)
+    futures: list[Future[DLSN]] = field(default_factory=list)
+    #: the futures written into this batch while open (its deadline's; merges and splits move ``futures`` only)
+    written: list[Future[DLSN]] = field(default_factory=list)
+    nbytes: int = 0
+    state: BatchState = BatchState.OPEN
+    producer_id: str = ""
+    seq: int = -1  # sequence of the first payload, set when sealed
+    crc32: int = 0
+    attempts: int = 0  # requests sent
+    redirects: int = 0  # FOUND answers followed in a row
+    tried: list[str] = field(default_factory=list)  # every proxy asked (WriteContext.tried_hosts)
+    avoid: set[str] = field(default_factory=set)  # proxies that said they cannot serve it
+    target: str = ""  # the proxy of the request in flight (or the last one)
+    after_ooo: bool = False  # overtook an earlier batch: resend once every earlier one is answered
+    last_error: str = ""
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    @property
+    def last_seq(self) -> int:
+        return self.seq + len(self.payloads) - 1
+
+    def seal(self, producer_id: str, seq: int) -> None:
+        self.state = BatchState.WAITING
+        self.producer_id = producer_id
+        self.seq = seq
+        crc = 0
+        for p in self.payloads:
+            crc = zlib.crc32(p, crc)
+        self.crc32 = crc
+
+    def split(self, start: int, end: int) -> Batch:
+        """A sealed batch of payloads ``[start, end)`` with their original sequence numbers (the part of a bulk
+        answered with a retriable status while the rest was stored or failed)."""
+        part = Batch(self.stream, self.created, self.deadline)
+        part.payloads = self.payloads[start:end]
+        part.futures = self.futures[start:end]
+        part.nbytes = sum(len(p) for p in part.payloads)
+        part.tried = list(self.tried)
+        part.avoid = set(self.avoid)
+        part.last_error = self.last_error
+        part.attempts = self.attempts
+        part.seal(self.producer_id, self.seq + start)
+        return part
+
+    @property
+    def waited_for(self) -> bool:
+        """Some of its futures are still unresolved (not timed out): a caller waits for it."""
+        return any(not f.done() for f in self.futures)
+
+    def absorb(self, other: Batch) -> None:
+        """Append ``other`` (sealed, the next sequences, same producer id) to this sealed batch."""
+        assert other.producer_id == self.producer_id and other.seq == self.last_seq + 1, "not contiguous"
+        self.payloads.extend(other.payloads)
+        self.futures.extend(other.futures)
+        self.nbytes += other.nbytes
+        self.crc32 = zlib.crc32(b"".join(other.payloads), self.crc32)
+        self.created = min(self.created, other.created)
+        self.tried.extend(t for t in other.tried if t not in self.tried)
+        other.state = BatchState.DONE
+
+    def describe(self) -> str:
+        seqs = f"seq {self.seq}..{self.last_seq}" if self.seq >= 0 else "not yet sequenced"
+        via = f" via proxy {self.target}" if self.target else ""
+        err = f", last error: {self.last_error}" if self.last_error else ""
+        return f"{len(self)} records of stream {self.stream!r} ({seqs}{via}, {self.attempts} attempts{err})"
+
+
+@dataclass(eq=False)
+class StreamState:
+    """One stream's batches and idempotent-producer state (guarded by the client's lock)."""
+
+    name: str
+    base_producer_id: str
+    open: Batch | None = None
+    unacked: list[Batch] = field(default_factory=list)  # sealed, unanswered, in sequence order
+    next_seq: int = 0
+    generation: int = 0
+    inflight: int = 0
+    #: only the first unanswered batch goes until one succeeds: at the start (a proxy that does not know this
+    #: producer may take any sequence as its first, so a later batch must not overtake the first one) and after
+    #: a failure (the next proxy may be another one)
+    recovering: bool = True
+    backoff_s: float = 0.0
+    retry_at: float = 0.0  # time.monotonic() before which nothing is sent
+    retry_armed: bool = False
+    bump_pending: bool = False
+    confirmed: str = ""  # the proxy that answered the last success: only it gets several requests at once
+    slow_logged: float = 0.0  # time.monotonic() of the last 'waiting' log line
+
+    @property
+    def producer_id(self) -> str:
+        if not self.base_producer_id or self.generation == 0:
+            return self.base_producer_id
+        return f"{self.base_producer_id}.{self.generation}"
+
+    def seal_open(self) -> Batch | None:
+        """Seal the open batch (if any) and queue it; returns it."""
+        b = self.open
+        if b is None:
+            return None
+        self.open = None
+        b.seal(self.producer_id, self.next_seq)
+        self.next_seq += len(b)
+        self.unacked.append(b)
+        return b
+
+    def replace(self, batch: Batch, parts: list[Batch]) -> None:
+        """Put ``parts`` (sealed, in sequence order) where ``batch`` was in ``unacked``."""
+        i = self.unacked.index(batch)
+        self.unacked[i : i + 1] = parts
+
+    def bump_generation(self) -> None:
+        """Move to the next producer id and renumber every unanswered batch from 0 (nothing may be in flight)."""
+        assert self.inflight == 0, "bump with requests in flight"
+        self.generation += 1
+        self.bump_pending = False
+        seq = 0
+        for b in self.unacked:
+            b.seal(self.producer_id, seq)
+            seq += len(b)
+        self.next_seq = seq
+
+    def pending_futures(self, keep: Callable[[Batch], bool] = lambda b: True) -> list[Future[DLSN]]:
+        """Futures of the open and unanswered batches that ``keep`` selects."""
+        batches = [*self.unacked, *([self.open] if self.open is not None else [])]
+        return [f for b in batches if keep(b) for f in b.futures]

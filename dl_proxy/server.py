@@ -1,0 +1,235 @@
+"""The write proxy process (``dlog proxy``): serve :mod:`dl_proxy.service` over gRPC until SIGTERM.
+
+Start-up: check the listen address (a non-loopback one needs TLS and a token), bind the port, open the
+namespace with the proxy's address as its lock owner id (so a refused proxy learns where to redirect), serve,
+announce itself in ZooKeeper (:mod:`dl_proxy.registry`), then print exactly one line ``PROXY listening on
+HOST:PORT``. The ZooKeeper session timeout is the conf's ``zkSessionTimeoutSeconds`` (DistributedLog's proxies
+ran with 1 s): it bounds how long a dead proxy's streams stay locked.
+
+SIGTERM (or SIGINT): announce DOWN, refuse new streams, stop accepting RPCs and let those in flight finish (a few
+seconds at most), release every owned stream (another proxy takes each over at once, without waiting for a
+session timeout), remove the announcement, close the namespace, exit 0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
+from dl_proxy.registry import Announcement
+from dl_proxy.service import DistributedLogService, ProxyCore
+from storage.config import Config
+from storage.errors import DLError, InvalidArgumentError
+from storage.log.namespace import open_namespace
+
+log = logging.getLogger(__name__)
+
+#: Environment variable holding the shared auth token (the clients read the same one).
+TOKEN_ENV = "DLOG_PROXY_TOKEN"
+#: Largest gRPC message (a bulk write of many records).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: How long in-flight requests may finish after SIGTERM.
+GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses."""
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST:PORT`` (port 0: a free one).
+
+    Raises:
+        InvalidArgumentError: not HOST:PORT.
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InvalidArgumentError(f"--listen must be HOST:PORT, not {listen!r}")
+    return host, int(port)
+
+
+def check_security(host: str, tls: TlsFiles | None, token: str | None) -> None:
+    """A non-loopback listen address needs TLS and a token.
+
+    Raises:
+        InvalidArgumentError: it has not both (one line saying what to add).
+    """
+    if is_loopback(host):
+        return
+    missing = [what for what, ok in (("--tls-cert/--tls-key", tls is not None), ("a token", bool(token))) if not ok]
+    if missing:
+        raise InvalidArgumentError(
+            f"listening on non-loopback address {host} needs TLS and a shared token: add {' and '.join(missing)} "
+            f"(--token-file FILE or ${TOKEN_ENV})"
+        )
+
+
+def read_token(token_file: str | None) -> str | None:
+    """The token from ``token_file`` (stripped), else ``$DLOG_PROXY_TOKEN``, else None.
+
+    Raises:
+        InvalidArgumentError: the file cannot be read or is empty.
+    """
+    if token_file:
+        try:
+            token = Path(token_file).read_text().strip()
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read the token file {token_file}: {e}") from e
+        if not token:
+            raise InvalidArgumentError(f"the token file {token_file} is empty")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+class ProxyServer:
+    """One running proxy. ``start()`` serves; ``stop()`` shuts down gracefully."""
+
+    def __init__(
+        self,
+        uri: str,
+        conf: Config,
+        *,
+        listen: str = "127.0.0.1:0",
+        tls: TlsFiles | None = None,
+        token: str | None = None,
+        threads: int = 64,
+        advertise: str | None = None,
+    ) -> None:
+        host, port = parse_listen(listen)
+        check_security(host, tls, token)
+        self._uri = uri
+        self._conf = conf
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=threads, thread_name_prefix="dl-proxy-rpc"),
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        bind = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+        try:
+            if tls is not None:
+                creds = grpc.ssl_server_credentials(
+                    [(tls.key.read_bytes(), tls.cert.read_bytes())],
+                    root_certificates=tls.client_ca.read_bytes() if tls.client_ca else None,
+                    require_client_auth=tls.client_ca is not None,
+                )
+                bound = self._server.add_secure_port(bind, creds)
+            else:
+                bound = self._server.add_insecure_port(bind)
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read the TLS files: {e}") from e
+        except RuntimeError as e:
+            raise InvalidArgumentError(f"cannot listen on {listen}: {e}") from e
+        if not bound:
+            raise InvalidArgumentError(f"cannot listen on {listen} (address in use or not local)")
+        self.address = advertise or f"{host}:{bound}"
+        self.tls = tls is not None
+        self._token = token
+        self._ns = open_namespace(uri, conf, client_id=self.address)
+        self.announcement: Announcement | None = None
+        self.core = ProxyCore(self._ns, conf, self.address, None)
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+
+    def start(self) -> None:
+        """Serve, then announce.
+
+        Raises:
+            MetadataError: the announcement failed (the server is stopped again).
+        """
+        pb_grpc.add_DistributedLogServiceServicer_to_server(DistributedLogService(self.core, self._token), self._server)
+        self._server.start()
+        try:
+            ann = Announcement(self._ns.metastore, self.address, tls=self.tls)
+            ann.start()
+        except BaseException:
+            self._server.stop(None)
+            self._ns.close()
+            raise
+        self.announcement = self.core.announcement = ann
+        if self._ns.stats_port is not None:
+            log.info(
+                "metrics on http://%s:%d/metrics", self._conf.get("prometheusStatsHttpAddress"), self._ns.stats_port
+            )
+
+    def stop(self) -> None:
+        """Graceful shutdown (see the module). Idempotent; never raises."""
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            self.core.shutting_down = True
+            try:
+                if self.announcement is not None:
+                    self.announcement.set_status("DOWN")
+            except DLError as e:
+                log.info("could not announce DOWN: %s", e)
+            self._server.stop(GRACE_S).wait(GRACE_S + 1)
+            self.core.shutdown()
+            if self.announcement is not None:
+                self.announcement.close()
+            self._ns.close()
+            self._stopped.set()
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+
+def run(
+    uri: str,
+    conf: Config,
+    *,
+    out: Callable[[str], None],
+    listen: str = "127.0.0.1:0",
+    tls: TlsFiles | None = None,
+    token: str | None = None,
+    threads: int = 64,
+    advertise: str | None = None,
+) -> None:
+    """Run a proxy until SIGTERM/SIGINT (main thread only): prints ``PROXY listening on HOST:PORT`` once serving.
+
+    Raises:
+        InvalidArgumentError: bad listen address, missing TLS/token for a non-loopback address, unreadable files.
+        DLError: the namespace cannot be opened (NamespaceNotFoundError, MetadataError...).
+    """
+    server = ProxyServer(uri, conf, listen=listen, tls=tls, token=token, threads=threads, advertise=advertise)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.start()
+        out(f"PROXY listening on {server.address}")
+        while not stop.wait(0.5):
+            pass
+        log.info("stopping: releasing %d streams", len(server.core.owned()))
+    finally:
+        server.stop()
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -1,0 +1,517 @@
+"""The gRPC servicer of the write proxy: DistributedLog's ``service DistributedLogService``
+(dl_proxy/proto/distributedlog.proto) over the streams this proxy owns (:mod:`dl_proxy.stream`).
+
+Every reply carries DistributedLog's status code in its ``ResponseHeader`` (the transport status stays OK, so
+a client always learns what happened; only ``handshake``, whose reply has no header, fails a bad token with the
+gRPC status UNAUTHENTICATED). A ``storage.errors`` class becomes the status of its ``code`` (its DistributedLog
+code), and a few cases are the proxy's own:
+
+=====================================  ==========================================================================
+FOUND (302), ``location``              another proxy owns the stream (its lock owner id is that proxy's address)
+STREAM_UNAVAILABLE (515)               not owned here (stopped: lock lost, fenced, released, closing, draining: not
+                                       accepting new streams; or held by a writer that is not a proxy)
+TOO_MANY_STREAMS (524)                 ``maxAcquiredPartitionsPerProxy`` reached
+OVER_CAPACITY (517)                    ``rpsHardServiceLimit`` / ``bpsHardServiceLimit`` or a stream's hard write limit
+SERVICE_UNAVAILABLE (503)              the proxy is shutting down
+REQUEST_DENIED (403)                   missing or bad ``authorization: Bearer <token>``; a producer's retry older
+                                       than its dedup window
+TOO_LARGE_RECORD (413)                 a payload above the record limit (a bulk's other payloads are still written)
+CHECKSUM_FAILED (523)                  ``WriteContext.crc32`` does not match the payload(s)
+LOG_NOT_FOUND (510)                    unknown stream, unless ``create_if_missing`` or ``proxyCreateStreamOnWrite``
+OUT_OF_ORDER_SEQUENCE (530)            a producer's sequence above the next expected (``expected_sequence``)
+ZOOKEEPER_ERROR (505)                  ZooKeeper unreachable (MetadataConnectionError; retriable)
+BAD_REQUEST (400) / INVALID_STREAM_NAME (602)  malformed input
+=====================================  ==========================================================================
+
+Failpoint (tests): ``DLOG_PROXY_FAILPOINT=after_append_before_reply[:N]`` ends the process (``os._exit(17)``) on
+the N-th write request (default the first) once its records are durable, before it replies: the lost reply.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+from prometheus_client import Counter, Gauge, Histogram
+
+from dl_proxy.proto import distributedlog_pb2 as pb
+from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
+from dl_proxy.registry import Announcement, check_address
+from dl_proxy.stream import OutOfOrderSequenceError, Stream, StreamUnavailableError
+from storage.config import Config
+from storage.errors import (
+    CorruptedEntryError,
+    DLError,
+    InvalidArgumentError,
+    MetadataConnectionError,
+    OverCapacityError,
+    OwnershipAcquireFailedError,
+)
+from storage.formats.dlsn import DLSN
+from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, record_set_count
+from storage.log.limits import WriteLimiter, WriteLimits
+from storage.log.names import validate_log_name
+from storage.log.namespace import Namespace
+
+log = logging.getLogger(__name__)
+
+#: Largest payload the proxy stores (a record, with its producer marker, must fit one entry).
+MAX_PAYLOAD = min(MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE - 2048) - RECORD_HEADER_SIZE
+#: Longest producer id accepted.
+MAX_PRODUCER_ID = 256
+#: How long a request waits for its stream's acquisition, and for its records to be durable.
+ACQUIRE_WAIT_S = 30.0
+WRITE_WAIT_S = 60.0
+FAILPOINT_ENV = "DLOG_PROXY_FAILPOINT"
+
+REQUESTS = Counter("dl_proxy_requests", "Proxy requests by method and status code", ["method", "code"])
+LATENCY = Histogram(
+    "dl_proxy_request_seconds",
+    "Proxy request latency by method",
+    ["method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+OWNED = Gauge("dl_proxy_owned_streams", "Streams this proxy owns")
+REDIRECTS = Counter("dl_proxy_redirects", "Requests answered FOUND (redirected to the owner)")
+DEDUP_HITS = Counter("dl_proxy_dedup_hits", "Idempotent producers: payloads already stored, answered duplicate")
+LIMIT_HITS = Counter("dl_proxy_service_limit_hits", "Requests over a service limit", ["limit"])
+
+_KNOWN_CODES = set(pb.StatusCode.values())
+
+
+class ProxyCore:
+    """What the servicer serves: the owned streams, the service limits, the accept flag, the announcement."""
+
+    def __init__(self, ns: Namespace, conf: Config, address: str, announcement: Announcement | None) -> None:
+        self.ns = ns
+        self.conf = conf
+        self.address = address
+        self.announcement = announcement
+        self.accepting = True
+        self.shutting_down = False
+        self._mu = threading.Lock()
+        self._streams: dict[str, Stream] = {}
+        self._owners: dict[str, str] = {}  # stream -> last owner seen elsewhere (getOwner)
+        self.max_streams = int(conf.get("maxAcquiredPartitionsPerProxy"))
+        self.create_on_write = bool(conf.get("proxyCreateStreamOnWrite"))
+        limits = WriteLimits(
+            rps_soft=float(conf.get("rpsSoftServiceLimit")),
+            rps_hard=float(conf.get("rpsHardServiceLimit")),
+            bps_soft=float(conf.get("bpsSoftServiceLimit")),
+            bps_hard=float(conf.get("bpsHardServiceLimit")),
+        )
+        self.limiter = WriteLimiter(f"proxy {address}", limits) if limits.active else None
+        self._stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch_ownership, name="dl-proxy-ownership", daemon=True)
+        self._monitor.start()
+
+    # --- streams ---------------------------------------------------------------------------------
+    def owned(self) -> dict[str, Stream]:
+        with self._mu:
+            return dict(self._streams)
+
+    def get(self, name: str, *, create: bool) -> Stream:
+        """The stream, acquiring it on first use (this thread acquires; concurrent requests wait for it).
+
+        Raises:
+            OwnershipAcquireFailedError, LogNotFoundError, StreamUnavailableError (shutting down, not accepting
+            new streams), DLError (TOO_MANY_STREAMS as code 524), StreamNotReadyError.
+        """
+        with self._mu:
+            stream = self._streams.get(name)
+            mine = stream is None
+            if mine:
+                if self.shutting_down:
+                    raise _status_error(503, "proxy is shutting down")
+                if not self.accepting:
+                    raise StreamUnavailableError(f"proxy {self.address} is not accepting new streams (draining)")
+                if 0 < self.max_streams <= len(self._streams):
+                    raise _status_error(
+                        524, f"proxy {self.address} owns {len(self._streams)} streams (maxAcquiredPartitionsPerProxy)"
+                    )
+                stream = self._streams[name] = Stream(name, self.ns, self.conf, self._gone)
+        assert stream is not None
+        if mine:
+            try:
+                stream.acquire(create=create)
+            except OwnershipAcquireFailedError as e:
+                if e.current_owner:
+                    with self._mu:
+                        self._owners[name] = e.current_owner
+                raise
+            OWNED.set(len(self.owned()))
+            return stream
+        _wait_logged(lambda t: stream.wait_ready(t), ACQUIRE_WAIT_S, f"stream {name!r} being acquired")
+        return stream
+
+    def _gone(self, stream: Stream) -> None:
+        with self._mu:
+            if self._streams.get(stream.name) is stream:
+                del self._streams[stream.name]
+            n = len(self._streams)
+        OWNED.set(n)
+
+    def last_owner(self, name: str) -> str:
+        with self._mu:
+            return self._owners.get(name, "")
+
+    def _watch_ownership(self) -> None:
+        """Stop streams whose lock is gone (session expired) even when no request comes."""
+        while not self._stop.wait(0.1):
+            for s in self.owned().values():
+                if s.state.value == "initialized" and not s.is_serving():
+                    s.stop(StreamUnavailableError("the write lock is lost (ZooKeeper session expired or fenced)"))
+
+    def set_accepting(self, enabled: bool) -> None:
+        self.accepting = enabled
+        if self.announcement is not None:
+            try:
+                self.announcement.set_status("WRITE_AND_ACCEPT" if enabled else "WRITE_ONLY")
+            except DLError as e:
+                log.warning("could not announce the new status: %s", e)
+
+    def shutdown(self) -> None:
+        """Refuse new streams, release every owned stream (the next owner takes over at once)."""
+        with self._mu:
+            self.shutting_down = True
+            self.accepting = False
+        if self.announcement is not None:
+            try:
+                self.announcement.set_status("DOWN")
+            except DLError as e:
+                log.info("could not announce DOWN: %s", e)
+        for s in self.owned().values():
+            s.release()
+        self._stop.set()
+        OWNED.set(0)
+
+
+def _status_error(code: int, message: str, *, retriable: bool = True) -> DLError:
+    e = DLError(message, retriable=retriable)
+    e.code = code
+    return e
+
+
+def _wait_logged(wait: Callable[[float], Any], total_s: float, what: str) -> Any:
+    """``wait(timeout)``, logging what it waits for when that takes more than a second."""
+    try:
+        return wait(min(1.0, total_s))
+    except (FutureTimeout, DLError) as e:
+        if isinstance(e, DLError) and e.code != 518:
+            raise
+    log.info("waiting for %s (more than 1s)", what)
+    return wait(max(total_s - 1.0, 0.0))
+
+
+class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
+    """The servicer. ``token``: the shared auth token (None: no token required)."""
+
+    def __init__(self, core: ProxyCore, token: str | None = None) -> None:
+        self.core = core
+        self._token = None if token is None else f"Bearer {token}".encode()
+        self._failpoint, self._failpoint_n = _parse_failpoint(os.environ.get(FAILPOINT_ENV, ""))
+        self._writes = 0
+        self._writes_mu = threading.Lock()
+
+    # --- plumbing --------------------------------------------------------------------------------
+    def _authorized(self, context: grpc.ServicerContext) -> bool:
+        if self._token is None:
+            return True
+        for key, value in context.invocation_metadata():
+            if key == "authorization":
+                got = value.encode() if isinstance(value, str) else bytes(value)
+                return hmac.compare_digest(got, self._token)
+        return False
+
+    @contextmanager
+    def _timed(self, method: str) -> Iterator[dict[str, int]]:
+        t0 = time.perf_counter()
+        out = {"code": 200}
+        try:
+            yield out
+        finally:
+            LATENCY.labels(method).observe(time.perf_counter() - t0)
+            REQUESTS.labels(method, str(out["code"])).inc()
+
+    def _header(self, e: BaseException) -> pb.ResponseHeader:
+        """The response header for an error."""
+        if isinstance(e, OwnershipAcquireFailedError):
+            owner = e.current_owner or ""
+            if _is_address(owner) and owner != self.core.address:
+                REDIRECTS.inc()
+                return pb.ResponseHeader(code=pb.FOUND, err_msg=f"owned by {owner}", location=owner)
+            return pb.ResponseHeader(
+                code=pb.STREAM_UNAVAILABLE, err_msg=f"owned by {owner or 'another writer'} (not a proxy to redirect to)"
+            )
+        if isinstance(e, OutOfOrderSequenceError):
+            return pb.ResponseHeader(code=pb.OUT_OF_ORDER_SEQUENCE, err_msg=str(e), expected_sequence=e.expected)
+        if isinstance(e, MetadataConnectionError):  # ZooKeeper unreachable: retriable, as DistributedLog's 505
+            return pb.ResponseHeader(code=pb.ZOOKEEPER_ERROR, err_msg=f"{type(e).__name__}: {e}")
+        if isinstance(e, DLError):
+            code = e.code if e.code in _KNOWN_CODES else None
+            if code is None:
+                code = pb.BAD_REQUEST if isinstance(e, InvalidArgumentError) else pb.INTERNAL_SERVER_ERROR
+            return pb.ResponseHeader(code=code, err_msg=f"{type(e).__name__}: {e}")  # type: ignore[arg-type]
+        log.exception("unexpected error in a proxy request", exc_info=e)
+        return pb.ResponseHeader(code=pb.INTERNAL_SERVER_ERROR, err_msg=f"{type(e).__name__}: {e}")
+
+    def _reply(self, out: dict[str, int], header: pb.ResponseHeader, dlsn: str = "") -> pb.WriteResponse:
+        out["code"] = header.code
+        return pb.WriteResponse(header=header, dlsn=dlsn)
+
+    def _stream(self, name: str, ctx: pb.WriteContext | None, *, for_write: bool) -> Stream:
+        norm = validate_log_name(name)
+        create = bool(for_write and (self.core.create_on_write or (ctx is not None and ctx.create_if_missing)))
+        return self.core.get(norm, create=create)
+
+    def _admit(self, nbytes: int) -> None:
+        lim = self.core.limiter
+        if lim is None:
+            return
+        before = dict(lim.hits)
+        try:
+            lim.acquire(1, nbytes)
+        except OverCapacityError as e:
+            LIMIT_HITS.labels("hard").inc()
+            raise OverCapacityError(str(e).replace("for stream proxy", "for proxy")) from None
+        finally:
+            if lim.hits["rps_soft"] != before["rps_soft"] or lim.hits["bps_soft"] != before["bps_soft"]:
+                LIMIT_HITS.labels("soft").inc()
+
+    def _check_failpoint(self) -> None:
+        if self._failpoint != "after_append_before_reply":
+            return
+        with self._writes_mu:
+            self._writes += 1
+            if self._writes == self._failpoint_n:
+                log.warning("failpoint after_append_before_reply: exiting before the reply")
+                logging.shutdown()
+                os._exit(17)
+
+    # --- writes ----------------------------------------------------------------------------------
+    def _do_write(
+        self, method: str, stream: str, payloads: list[bytes], ctx: pb.WriteContext, context: grpc.ServicerContext
+    ) -> tuple[pb.ResponseHeader, list[pb.WriteResponse]]:
+        """Write ``payloads``; the request's header and one response per payload."""
+        if not self._authorized(context):
+            return pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token"), []
+        if ctx.HasField("crc32"):
+            crc = 0
+            for p in payloads:
+                crc = zlib.crc32(p, crc)
+            if crc != (ctx.crc32 & 0xFFFFFFFF):
+                return pb.ResponseHeader(
+                    code=pb.CHECKSUM_FAILED, err_msg=f"crc32 {ctx.crc32} does not match the payload(s) ({crc})"
+                ), []
+        pid = ctx.producer_id
+        if len(pid) > MAX_PRODUCER_ID:
+            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"producer_id longer than {MAX_PRODUCER_ID}"), []
+        if pid and ctx.sequence < 0:
+            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"negative sequence {ctx.sequence}"), []
+        if not payloads:
+            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="no payload"), []
+        if ctx.is_record_set:
+            if len(payloads) != 1:
+                return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="a record set travels alone (write)"), []
+            try:
+                record_set_count(payloads[0])
+            except CorruptedEntryError as e:
+                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg=f"bad record set: {e}"), []
+        too_large = {i for i, p in enumerate(payloads) if len(p) > MAX_PAYLOAD}
+        per: list[pb.WriteResponse | None] = [
+            pb.WriteResponse(
+                header=pb.ResponseHeader(
+                    code=pb.TOO_LARGE_RECORD, err_msg=f"record of {len(payloads[i])} bytes > {MAX_PAYLOAD}"
+                )
+            )
+            if i in too_large
+            else None
+            for i in range(len(payloads))
+        ]
+        items = [(ctx.sequence + i, p) for i, p in enumerate(payloads) if i not in too_large]
+        if not items:
+            return per[0].header if len(per) == 1 and per[0] is not None else pb.ResponseHeader(code=pb.SUCCESS), [
+                r for r in per if r is not None
+            ]
+        try:
+            self._admit(sum(len(p) for _s, p in items))
+            s = self._stream(stream, ctx, for_write=True)
+            results = s.write(items, pid, ctx.sequence, len(payloads), record_set=ctx.is_record_set)
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                raise
+            return self._header(e), []
+        slots = [i for i in range(len(payloads)) if i not in too_large]
+        first_error: pb.ResponseHeader | None = None
+        for i, (fut, dup) in zip(slots, results, strict=True):
+            if fut is None:
+                h = pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg=s.table.denied_message(pid, ctx.sequence + i))
+                per[i] = pb.WriteResponse(header=h)
+                first_error = first_error or h
+                continue
+            try:
+                d = _wait_logged(fut.result, WRITE_WAIT_S, f"the append of {stream!r} to be durable")
+            except FutureTimeout:
+                h = pb.ResponseHeader(code=pb.FLUSH_TIMEOUT, err_msg="not durable in time: outcome unknown, retry")
+                per[i] = pb.WriteResponse(header=h)
+                first_error = first_error or h
+                continue
+            except Exception as e:
+                h = self._write_failure(e)
+                per[i] = pb.WriteResponse(header=h)
+                first_error = first_error or h
+                continue
+            if dup:
+                DEDUP_HITS.inc()
+            per[i] = pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS), dlsn=d.serialize(), duplicate=dup)
+        self._check_failpoint()
+        header = pb.ResponseHeader(code=pb.SUCCESS)
+        if len(payloads) == 1 and per[0] is not None:
+            header = per[0].header
+        elif first_error is not None and all(r is not None and r.header.code != pb.SUCCESS for r in per):
+            header = first_error
+        return header, [r for r in per if r is not None]
+
+    def _write_failure(self, e: BaseException) -> pb.ResponseHeader:
+        """A write that failed after it was handed to the writer: its outcome is unknown; the stream stopped."""
+        if isinstance(e, DLError) and e.code in (pb.OVER_CAPACITY, pb.WRITE_CANCELLED_EXCEPTION):
+            return self._header(e)
+        return pb.ResponseHeader(
+            code=pb.STREAM_UNAVAILABLE,
+            err_msg=f"the write failed ({type(e).__name__}: {e}); its outcome is unknown and the stream stopped "
+            "here: retry (an idempotent producer's retry is stored at most once)",
+        )
+
+    def write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        with self._timed("write") as out:
+            header, per = self._do_write("write", request.stream, [request.data], request.ctx, context)
+            resp = per[0] if per else pb.WriteResponse(header=header)
+            out["code"] = resp.header.code
+            return resp
+
+    def writeBulk(self, request: pb.BulkWriteRequest, context: grpc.ServicerContext) -> pb.BulkWriteResponse:
+        with self._timed("writeBulk") as out:
+            header, per = self._do_write("writeBulk", request.stream, list(request.data), request.ctx, context)
+            out["code"] = header.code
+            return pb.BulkWriteResponse(header=header, write_responses=per)
+
+    # --- other stream operations -----------------------------------------------------------------
+    def _op(self, method: str, context: grpc.ServicerContext, body: Callable[[], pb.WriteResponse]) -> pb.WriteResponse:
+        with self._timed(method) as out:
+            if not self._authorized(context):
+                return self._reply(out, pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token"))
+            try:
+                resp = body()
+            except Exception as e:
+                return self._reply(out, self._header(e))
+            out["code"] = resp.header.code
+            return resp
+
+    def heartbeat(self, request: pb.HeartbeatRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            s = self._stream(request.stream, request.ctx, for_write=False)
+            d = s.heartbeat(to_readers=request.options.send_heart_beat_to_reader)
+            return pb.WriteResponse(
+                header=pb.ResponseHeader(code=pb.SUCCESS), dlsn="" if d == DLSN.INVALID else d.serialize()
+            )
+
+        return self._op("heartbeat", context, body)
+
+    def truncate(self, request: pb.TruncateRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            dlsn = DLSN.deserialize(request.dlsn)
+            s = self._stream(request.stream, request.ctx, for_write=False)
+            s.truncate(dlsn)
+            return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS), dlsn=request.dlsn)
+
+        return self._op("truncate", context, body)
+
+    def release(self, request: pb.StreamRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            s = self.core.owned().get(validate_log_name(request.stream))
+            if s is not None:
+                s.release()
+            return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+        return self._op("release", context, body)
+
+    def create(self, request: pb.StreamRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            self.core.ns.create_log(validate_log_name(request.stream))
+            return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+        return self._op("create", context, body)
+
+    def delete(self, request: pb.StreamRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            s = self._stream(request.stream, request.ctx, for_write=False)  # FOUND if another proxy owns it
+            s.release()
+            self.core.ns.delete_log(s.name)
+            return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+        return self._op("delete", context, body)
+
+    def getOwner(self, request: pb.StreamRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
+        def body() -> pb.WriteResponse:
+            name = validate_log_name(request.stream)
+            s = self.core.owned().get(name)
+            if s is not None and s.is_serving():
+                return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS, location=self.core.address))
+            owner = self.core.last_owner(name)
+            return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS, location=owner if owner else ""))
+
+        return self._op("getOwner", context, body)
+
+    def handshake(self, request: pb.ClientInfo, context: grpc.ServicerContext) -> pb.ServerInfo:
+        with self._timed("handshake") as out:
+            if not self._authorized(context):
+                out["code"] = pb.REQUEST_DENIED
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "REQUEST_DENIED: missing or bad auth token")
+            core = self.core
+            status = pb.DOWN if core.shutting_down else pb.WRITE_AND_ACCEPT if core.accepting else pb.WRITE_ONLY
+            info = pb.ServerInfo(server_status=status)
+            if request.get_ownerships:
+                try:
+                    pattern = re.compile(request.stream_name_regex) if request.stream_name_regex else None
+                except re.error as e:
+                    out["code"] = pb.BAD_REQUEST
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"BAD_REQUEST: bad stream_name_regex: {e}")
+                for name, s in sorted(core.owned().items()):
+                    if s.is_serving() and (pattern is None or pattern.search(name)):
+                        info.ownerships[name] = core.address
+            return info
+
+    def setAcceptNewStream(
+        self, request: pb.SetAcceptNewStreamRequest, context: grpc.ServicerContext
+    ) -> pb.SetAcceptNewStreamResponse:
+        with self._timed("setAcceptNewStream") as out:
+            if not self._authorized(context):
+                out["code"] = pb.REQUEST_DENIED
+                return pb.SetAcceptNewStreamResponse(
+                    header=pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token")
+                )
+            self.core.set_accepting(bool(request.enabled))
+            return pb.SetAcceptNewStreamResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+
+def _is_address(owner: str) -> bool:
+    try:
+        check_address(owner)
+    except InvalidArgumentError:
+        return False
+    return owner.count(":") == 1 or owner.startswith("[")
+
+
+def _parse_failpoint(value: str) -> tuple[str, int]:
+    name, _, n = value.partition(":")
+    return name.strip(), int(n) if n.strip().isdigit() else 1

@@ -1,0 +1,351 @@
+"""One stream owned by this proxy (DistributedLog's ``StreamImpl``): its states, its single core writer, its
+idempotent producers.
+
+States only move forward: ``INITIALIZING -> ACQUIRING -> INITIALIZED -> CLOSING -> CLOSED`` (or ``-> ERROR``
+when acquiring fails). Acquiring takes the log's write lock with no waiting (``lockTimeoutSeconds=0``) and the
+proxy's address as the lock owner id, recovers the log (fencing any previous owner) and rebuilds the producers'
+state (:mod:`dl_proxy.dedup`); requests that arrive meanwhile wait for it (the queue of DistributedLog's stream
+is the waiting request threads). A held lock fails acquiring with ``OwnershipAcquireFailedError`` naming the
+holder (the service answers FOUND with its address, or STREAM_UNAVAILABLE if the holder looks like us).
+
+Every write goes through the stream's lock to ONE :class:`storage.AsyncLogWriter`: the lock orders the txids
+(non-decreasing millisecond timestamps, never below the log's last txid after a takeover), the producers'
+sequence checks and the appends, so the log's order is the order of decisions. A request answers once its
+records are durable.
+
+The stream stops at once when it can no longer write: the lock is lost (session expired, or a newer owner
+fenced the segment), or its writer failed. It aborts its writer (nothing more can be acknowledged; the next
+owner's recovery settles what was in flight) and leaves the proxy's table; requests then get
+STREAM_UNAVAILABLE (:class:`StreamUnavailableError`) and look the owner up again.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from dl_proxy.dedup import NO_PRODUCER, DedupTable
+from storage.config import Config
+from storage.errors import (
+    DLError,
+    EndOfStreamError,
+    LockingError,
+    LogNotFoundError,
+    LogRecordTooLongError,
+    OverCapacityError,
+    StreamNotReadyError,
+)
+from storage.formats.dlsn import DLSN
+from storage.formats.record import MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, RECORD_SET, LogRecord
+from storage.log.log_manager import LogManager
+from storage.log.namespace import Namespace
+from storage.log.writer import AsyncLogWriter
+
+log = logging.getLogger(__name__)
+
+#: Room kept in an entry for the producer marker (its fixed part; snapshots use what the records leave).
+MARKER_ROOM = 1024
+
+
+class StreamUnavailableError(DLError):
+    """The stream is not (or no longer) owned here: look its owner up again (STREAM_UNAVAILABLE)."""
+
+    code = 515
+    retriable = True
+
+
+class OutOfOrderSequenceError(DLError):
+    """Idempotent producer: a sequence above the next one expected (OUT_OF_ORDER_SEQUENCE)."""
+
+    code = 530
+    retriable = True
+
+    def __init__(self, message: str, *, expected: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+class RequestDeniedError(DLError):
+    """Refused: bad token, or a producer's retry older than its dedup window (REQUEST_DENIED)."""
+
+    code = 403
+
+
+class State(enum.Enum):
+    INITIALIZING = "initializing"
+    ACQUIRING = "acquiring"
+    INITIALIZED = "initialized"
+    CLOSING = "closing"
+    CLOSED = "closed"
+    ERROR = "error"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Stream:
+    """A stream this proxy owns or is acquiring. ``on_gone(stream)`` is called once when it stops."""
+
+    def __init__(self, name: str, ns: Namespace, conf: Config, on_gone: Callable[[Stream], None] | None = None) -> None:
+        self.name = name
+        self._ns = ns
+        self._conf = conf
+        self._on_gone = on_gone
+        self.state = State.INITIALIZING
+        self.error: DLError | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()  # sequences writes (and the state changes that stop them)
+        self._dlm: LogManager | None = None
+        self._writer: AsyncLogWriter | None = None
+        self.table = DedupTable(
+            window=int(conf.get("proxyProducerWindow")),
+            expiry_ms=int(conf.get("proxyProducerExpirySeconds")) * 1000,
+            snapshot_interval=int(conf.get("proxyDedupSnapshotInterval")),
+        )
+        self.acquired_at = 0.0
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r}, {self.state.value})"
+
+    # --- acquiring ---------------------------------------------------------------------------------
+    def acquire(self, *, create: bool) -> None:
+        """Take the log (no waiting), recover it, rebuild its producers. Called once, by the request that made
+        the stream; on failure the stream is in ERROR (and gone) with ``error`` set.
+
+        Raises:
+            OwnershipAcquireFailedError: another proxy (or writer) holds the lock (``current_owner``).
+            LogNotFoundError: no such log and not ``create``. DLError: other failures (stores, bad name).
+        """
+        with self._lock:
+            self.state = State.ACQUIRING
+        try:
+            if not create and not self._ns.log_exists(self.name):
+                raise LogNotFoundError(f"log {self.name!r} does not exist (create it, or write with create_if_missing)")
+            overrides: dict[str, object] = {"lockTimeoutSeconds": 0, "createStreamIfNotExists": create}
+            if not self._conf.is_set("enableImmediateFlush") and not self._conf.is_set(
+                "periodicFlushFrequencyMilliSeconds"
+            ):
+                overrides["enableImmediateFlush"] = True  # readers see acknowledged writes at once
+            dlm = self._ns.open_log(self.name, self._conf.with_overrides(overrides))
+            try:
+                writer = dlm.open_async_writer()
+                try:
+                    t0 = time.monotonic()
+                    markers = self.table.rebuild(dlm)
+                    log.info(
+                        "acquired stream %r: %d producers from %d markers in %.3fs",
+                        self.name,
+                        len(self.table),
+                        markers,
+                        time.monotonic() - t0,
+                    )
+                except BaseException:
+                    writer.abort()
+                    raise
+            except BaseException:
+                dlm.close()
+                raise
+        except DLError as e:
+            self._finish(State.ERROR, e)
+            raise
+        except BaseException as e:
+            self._finish(State.ERROR, DLError(f"acquiring {self.name!r} failed: {e}"))
+            raise
+        with self._lock:
+            self._dlm, self._writer = dlm, writer
+            self.state = State.INITIALIZED
+            self.acquired_at = time.monotonic()
+        self._ready.set()
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait for the acquisition (a request queued while ACQUIRING).
+
+        Raises:
+            StreamNotReadyError: still acquiring after ``timeout_s``. The acquisition's error. StreamUnavailableError:
+            the stream stopped.
+        """
+        if not self._ready.wait(timeout_s):
+            raise StreamNotReadyError(f"stream {self.name!r} is still being acquired")
+        if self.error is not None and self.state == State.ERROR:
+            raise self.error
+        if self.state != State.INITIALIZED:
+            raise StreamUnavailableError(f"stream {self.name!r} is {self.state.value} on this proxy")
+
+    # --- writing -----------------------------------------------------------------------------------
+    def _check_serving(self) -> AsyncLogWriter:
+        """The writer, if the stream can write (``_lock`` held).
+
+        Raises:
+            StreamUnavailableError: closing, closed, or the lock was lost (the stream stops now).
+        """
+        w = self._writer
+        if self.state != State.INITIALIZED or w is None:
+            raise StreamUnavailableError(f"stream {self.name!r} is {self.state.value} on this proxy")
+        if not w.ownership_held():
+            self._stop_locked(LockingError(f"lost the write lock of {self.name!r}"))
+            raise StreamUnavailableError(f"stream {self.name!r} lost its owner here (lock lost or fenced)")
+        return w
+
+    def write(
+        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, *, record_set: bool = False
+    ) -> list[tuple[Future[DLSN] | None, bool]]:
+        """Store the payloads of ``items`` ((sequence, payload), ascending) in order. ``sequence`` and ``count``
+        describe the whole request (payloads refused alone, too large, leave gaps in ``items``). Per item: its
+        DLSN future (None: a duplicate older than the window, denied) and whether it is a duplicate (already
+        stored: the future gives the original DLSN). Without ``producer``, at-least-once (no dedup).
+
+        Raises:
+            OutOfOrderSequenceError (producers), StreamUnavailableError (not writable here: the stream stopped),
+            OverCapacityError (a writer limit: nothing more stored), LogRecordTooLongError, EndOfStreamError, DLError.
+        """
+        flags = RECORD_SET if record_set else 0
+        with self._lock:
+            return self._write_locked(items, producer, sequence, count, flags)
+
+    def _write_locked(
+        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, flags: int
+    ) -> list[tuple[Future[DLSN] | None, bool]]:
+        w = self._check_serving()
+        txid = max(now_ms(), w.last_txid)
+        out: list[tuple[Future[DLSN] | None, bool]] = []
+        todo = items
+        if producer:
+            plan = self.table.plan(producer, sequence, count, txid)
+            if plan.error is not None:
+                raise OutOfOrderSequenceError(plan.message, expected=plan.expected)
+            out = [(plan.duplicates.get(seq), True) for seq, _p in items if seq <= plan.last]
+            todo = [(seq, p) for seq, p in items if seq > plan.last]
+        for group in _groups(todo):
+            first = group[0][0]
+            recs = [LogRecord(txid, p, flags=flags) for _s, p in group]
+            used = sum(RECORD_HEADER_SIZE + len(p) for _s, p in group) + RECORD_HEADER_SIZE
+            if producer:
+                marker = self.table.marker(producer, first, len(group), txid, MAX_LOGRECORDSET_SIZE - used)
+            else:
+                marker = NO_PRODUCER
+            try:
+                futs = w.write_marked(marker, recs)
+            except (OverCapacityError, LogRecordTooLongError, EndOfStreamError):
+                raise  # nothing of this group was written; the writer is fine
+            except DLError as e:
+                self._stop_locked(e)
+                raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
+            if producer:
+                self.table.stored(producer, first, len(group), futs[0], txid, marker)
+            for f in futs:
+                f.add_done_callback(self._on_settled)
+            out += [(f, False) for f in futs]
+        return out
+
+    def _on_settled(self, f: Future[DLSN]) -> None:
+        exc = f.exception()
+        if exc is not None and self.state == State.INITIALIZED:
+            # a failed append: the writer is in error (fenced, store failure); stop now, the next owner recovers
+            threading.Thread(target=self.stop, args=(exc,), daemon=True, name=f"dl-proxy-stop-{self.name}").start()
+
+    def heartbeat(self, *, to_readers: bool) -> DLSN:
+        """Check ownership; with ``to_readers`` commit (a control record) so tailing readers advance.
+
+        Raises:
+            StreamUnavailableError, DLError.
+        """
+        with self._lock:
+            w = self._check_serving()
+        if not to_readers:
+            return DLSN.INVALID
+        try:
+            return w.flush().result()
+        except DLError as e:
+            self.stop(e)
+            raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
+
+    def truncate(self, dlsn: DLSN) -> bool:
+        """Truncate the log before ``dlsn``.
+
+        Raises:
+            StreamUnavailableError, InvalidArgumentError, DLError.
+        """
+        with self._lock:
+            w = self._check_serving()
+        return bool(w.truncate(dlsn).result())
+
+    def is_serving(self) -> bool:
+        """INITIALIZED and still holding the lock."""
+        w = self._writer
+        return self.state == State.INITIALIZED and w is not None and w.ownership_held()
+
+    # --- stopping ----------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Close gracefully: commit, complete the segment, release the lock (another proxy may take it at once).
+        Requests arriving meanwhile get STREAM_UNAVAILABLE. Idempotent; never raises."""
+        with self._lock:
+            if self.state in (State.CLOSING, State.CLOSED, State.ERROR):
+                return
+            self.state = State.CLOSING
+            w = self._writer
+        if w is not None:
+            try:
+                w.close()
+            except DLError as e:
+                log.warning("releasing %r: %s", self.name, e)
+        self._finish(State.CLOSED, None)
+
+    def stop(self, cause: BaseException | None = None) -> None:
+        """Stop at once (lock lost, writer failed): abort the writer, acknowledge nothing more. Idempotent."""
+        with self._lock:
+            self._stop_locked(cause)
+
+    def _stop_locked(self, cause: BaseException | None) -> None:
+        if self.state in (State.CLOSING, State.CLOSED, State.ERROR):
+            return
+        log.warning("stream %r stops on this proxy: %s", self.name, cause)
+        self.state = State.CLOSING
+        w = self._writer
+        if w is not None:
+            try:
+                w.abort()
+            except DLError as e:
+                log.info("aborting the writer of %r: %s", self.name, e)
+        self._finish(State.CLOSED, None, locked=True)
+
+    def _finish(self, state: State, error: DLError | None, *, locked: bool = False) -> None:
+        if not locked:
+            with self._lock:
+                self._finish(state, error, locked=True)
+            return
+        first = self.state not in (State.CLOSED, State.ERROR)
+        self.state = state
+        if error is not None:
+            self.error = error
+        dlm, self._dlm, self._writer = self._dlm, None, None
+        self._ready.set()
+        if dlm is not None:
+            try:
+                dlm.close()
+            except DLError as e:
+                log.info("closing the log manager of %r: %s", self.name, e)
+        if first and self._on_gone is not None:
+            self._on_gone(self)
+
+
+def _groups(items: list[tuple[int, bytes]]) -> list[list[tuple[int, bytes]]]:
+    """Split (sequence, payload) items into groups of consecutive sequences that fit one entry each with their
+    marker (one payload per group at least)."""
+    out: list[list[tuple[int, bytes]]] = []
+    cur: list[tuple[int, bytes]] = []
+    size = RECORD_HEADER_SIZE + MARKER_ROOM
+    for seq, p in items:
+        n = RECORD_HEADER_SIZE + len(p)
+        if cur and (size + n > MAX_LOGRECORDSET_SIZE or seq != cur[-1][0] + 1):
+            out.append(cur)
+            cur, size = [], RECORD_HEADER_SIZE + MARKER_ROOM
+        cur.append((seq, p))
+        size += n
+    if cur:
+        out.append(cur)
+    return out

@@ -1,0 +1,160 @@
+"""ProxyClient against real ``dlog proxy`` processes on a ZooKeeper namespace bound to a local segment path:
+writes and read-back, redirects to the owner, the idempotent producer's resends, a reply lost after the durable
+append, timeouts (outcome unknown), definitive errors, a proxy drained by SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+import storage
+from dl_proxy import ProxyClient, WriteTimeoutError
+from dl_proxy.ring import HashRing
+from storage import errors
+from tests.zk import free_port
+
+ProxyFactory = Callable[..., tuple[Any, str]]
+
+
+@pytest.fixture
+def zk_uri(zk_local_uri: str) -> str:
+    return zk_local_uri
+
+
+def read_all(uri: str, stream: str) -> list[storage.LogRecordWithDLSN]:
+    out: list[storage.LogRecordWithDLSN] = []
+    with (
+        storage.open_namespace(uri, create=False) as ns,
+        ns.open_log(stream) as dlm,
+        dlm.open_reader(storage.DLSN.INITIAL) as reader,
+    ):
+        while got := reader.read_bulk(1000, non_blocking=True):
+            out.extend(got)
+    return out
+
+
+def stream_routed_to(address: str, ring_members: list[str], prefix: str = "s") -> str:
+    """A stream name the client's ring sends to ``address`` first."""
+    ring = HashRing(ring_members)
+    return next(f"{prefix}{i}" for i in range(10000) if ring.lookup(f"{prefix}{i}") == address)
+
+
+def results(futures: list[Future[storage.DLSN]]) -> list[storage.DLSN]:
+    return [f.result(timeout=120) for f in futures]
+
+
+def test_write_flush_and_read_back_through_two_proxies(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    _, a = proxy_process(zk_uri)
+    _, b = proxy_process(zk_uri)
+    streams = ["events-a", "events-b", "events-c"]
+    with ProxyClient(uri=zk_uri, create_if_missing=True, batch_max_records=7, max_inflight=4) as client:
+        futures = {s: [client.write(s, f"{s}-{i}".encode()) for i in range(300)] for s in streams}
+        client.flush()
+        dlsns = {s: results(fs) for s, fs in futures.items()}
+        status = client.proxy_status()
+    for s in streams:
+        assert dlsns[s] == sorted(set(dlsns[s])), "DLSNs of one stream strictly increase in write order"
+        got = read_all(zk_uri, s)
+        assert [r.payload for r in got] == [f"{s}-{i}".encode() for i in range(300)]
+        assert [r.dlsn for r in got] == dlsns[s]
+    owned = {stream: st.address for st in status for stream in st.ownerships}
+    assert set(owned) == set(streams)
+    assert {st.address for st in status} == {a, b}
+    assert all(st.status == "WRITE_AND_ACCEPT" for st in status)
+
+
+def test_found_redirects_to_the_owner_and_is_remembered(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    _, a = proxy_process(zk_uri)
+    _, b = proxy_process(zk_uri)
+    with ProxyClient(proxies=[a], create_if_missing=True) as first:
+        owned_dlsn = first.write("redirected", b"r0").result(timeout=60)
+    # a client that only knows b: b answers FOUND with a's address, the client follows and remembers it
+    with ProxyClient(proxies=[b]) as second:
+        dlsn = second.write("redirected", b"r1").result(timeout=60)
+        assert second.owners.get("redirected") == a
+    assert dlsn > owned_dlsn
+    assert [r.payload for r in read_all(zk_uri, "redirected")] == [b"r0", b"r1"]
+
+
+def test_a_resend_with_the_same_producer_id_and_sequence_is_not_stored_again(
+    zk_uri: str, proxy_process: ProxyFactory
+) -> None:
+    _, a = proxy_process(zk_uri)
+    payloads = [f"j-{i}".encode() for i in range(20)]
+    with ProxyClient(proxies=[a], producer_id="journal-1", create_if_missing=True) as first:
+        original = results(first.write_bulk("journal", payloads))
+    # a new client with the same producer id replays the journal from sequence 0: every record is a duplicate
+    with ProxyClient(proxies=[a], producer_id="journal-1") as again:
+        replayed = results(again.write_bulk("journal", payloads))
+        extra = again.write("journal", b"j-20").result(timeout=60)
+    assert replayed == original
+    got = read_all(zk_uri, "journal")
+    assert [r.payload for r in got] == [*payloads, b"j-20"]
+    assert got[-1].dlsn == extra
+
+
+def test_lost_reply_after_the_durable_append_gives_the_original_dlsn(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    """The first proxy dies right after appending (before replying); the client resends to the other proxy,
+    which rebuilt the producer's state from the log: same DLSN, stored once."""
+    dying, a = proxy_process(zk_uri, env={"DLOG_PROXY_FAILPOINT": "after_append_before_reply"})
+    _, b = proxy_process(zk_uri)
+    stream = stream_routed_to(a, [a, b], prefix="lost")
+    with ProxyClient(proxies=[a, b], create_if_missing=True, timeout_s=60) as client:
+        dlsn = client.write(stream, b"only-once").result(timeout=90)
+        assert dying.wait(timeout=30) is not None, "the failpoint did not stop the first proxy"
+        assert client.owners.get(stream) == b
+        after = client.write(stream, b"next").result(timeout=60)
+    got = read_all(zk_uri, stream)
+    assert [r.payload for r in got] == [b"only-once", b"next"]
+    assert [r.dlsn for r in got] == [dlsn, after]
+
+
+def test_a_write_nobody_answers_times_out_with_an_unknown_outcome() -> None:
+    with ProxyClient(proxies=[f"127.0.0.1:{free_port()}"], timeout_s=1.0) as client:
+        fut = client.write("nowhere", b"x")
+        with pytest.raises(WriteTimeoutError) as info:
+            fut.result(timeout=30)
+    assert info.value.retriable is True
+    assert "outcome is unknown" in str(info.value)
+    assert "nowhere" in str(info.value)
+
+
+def test_definitive_errors_and_bad_input(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    _, a = proxy_process(zk_uri)
+    client = ProxyClient(proxies=[a], timeout_s=30)
+    with client:
+        with pytest.raises(errors.LogNotFoundError) as missing:
+            client.write("does-not-exist", b"x").result(timeout=60)
+        assert missing.value.retriable is False
+        with pytest.raises(errors.LogRecordTooLongError):
+            client.write("any", b"x" * (1024 * 1024))
+        with pytest.raises(errors.InvalidStreamNameError):
+            client.write("bad name", b"x")
+        with pytest.raises(errors.InvalidArgumentError):
+            client.write("any", "not bytes")  # type: ignore[arg-type]
+    with pytest.raises(errors.AlreadyClosedError):
+        client.write("any", b"x")
+    with pytest.raises(errors.AlreadyClosedError):
+        client.flush()
+    client.close()  # idempotent
+
+
+def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    """SIGTERM: the proxy releases its streams and exits 0; writes go on through the other proxy, none lost."""
+    first, a = proxy_process(zk_uri)
+    _, b = proxy_process(zk_uri)
+    stream = stream_routed_to(a, [a, b], prefix="drain")
+    with ProxyClient(uri=zk_uri, create_if_missing=True) as client:
+        before = results([client.write(stream, f"d-{i}".encode()) for i in range(50)])
+        assert client.owners.get(stream) == a
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 0
+        after = results([client.write(stream, f"d-{i}".encode()) for i in range(50, 100)])
+        assert client.owners.get(stream) == b
+    got = read_all(zk_uri, stream)
+    assert [r.payload for r in got] == [f"d-{i}".encode() for i in range(100)]
+    assert [r.dlsn for r in got] == before + after
