@@ -24,6 +24,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-file")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--payload-bytes", type=int, default=0, help="pad values to this size")
+    ap.add_argument("--tls-ca", help="PEM file of the CA the proxies' certificates are signed by (TLS)")
+    ap.add_argument("--token-file", help="file holding the proxies' auth token")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format=f"{args.name}: %(levelname)s %(name)s: %(message)s")
 
@@ -77,10 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     streams = args.streams.split(",")
     rec = HistoryRecorder(args.history, args.name)
     stats = _Stats()
+    token = Path(args.token_file).read_text().strip() if args.token_file else None
+    security: dict[str, Any] = {"token": token, "tls": bool(args.tls_ca), "tls_ca": args.tls_ca}
     if args.uri:
-        client = ProxyClient(uri=args.uri, timeout_s=args.timeout)
+        client = ProxyClient(uri=args.uri, timeout_s=args.timeout, **security)
     else:
-        client = ProxyClient(proxies=args.proxies.split(","), timeout_s=args.timeout)
+        client = ProxyClient(proxies=args.proxies.split(","), timeout_s=args.timeout, **security)
 
     def on_done(op: int, fut: Future[DLSN]) -> None:
         try:
