@@ -110,6 +110,7 @@ bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
 	$(BIN)/python bench/bench_rados.py
+	$(BIN)/python bench/bench_cold.py
 	$(BIN)/python bench/bench_jvm.py
 	$(BIN)/python bench/bench_positioning.py
 	$(BIN)/python bench/bench_memory.py
