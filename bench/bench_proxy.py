@@ -46,6 +46,8 @@ TARGET_FANIN_RATIO = 0.7
 TARGET_P99_RATIO = 3.0
 SESSION_TIMEOUT_S = 1
 READY = "PROXY listening on "
+#: ProxyClient keyword options of the producers (``--client-option KEY=VALUE``; default: the client's defaults).
+CLIENT_OPTIONS: dict[str, Any] = {}
 
 
 # --- processes ------------------------------------------------------------------------------------------------
@@ -87,7 +89,7 @@ def run_producers(
     procs = []
     for i in range(producers):
         args = {"uri": uri, "stream": streams[i % len(streams)], "records": records // producers,
-                "rate": rate / producers if rate else 0.0, "go": go}  # fmt: skip
+                "rate": rate / producers if rate else 0.0, "go": go, "client": CLIENT_OPTIONS}  # fmt: skip
         cmd = [sys.executable, __file__, "--producer", json.dumps(args)]
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=child_env(), stdout=subprocess.PIPE, text=True))
     out = []
@@ -110,7 +112,7 @@ def producer_main(spec: str) -> int:
     args = json.loads(spec)
     n, rate = int(args["records"]), float(args["rate"])
     lat: list[float] = []
-    with ProxyClient(uri=args["uri"], timeout_s=120) as client:
+    with ProxyClient(uri=args["uri"], timeout_s=120, **args["client"]) as client:
         client.write(args["stream"], PAYLOAD).result()  # connect, route, own: untimed
         time.sleep(max(0.0, args["go"] - time.time()))
         t0 = time.time()
@@ -135,14 +137,19 @@ def producer_main(spec: str) -> int:
 
 # --- the direct baseline ------------------------------------------------------------------------------------------
 def direct(uri: str, log: str, records: int, rate: float = 0.0) -> tuple[float, list[float]]:
-    """One AsyncLogWriter: records/s (unpaced) or the ack latencies (paced at ``rate``)."""
+    """One AsyncLogWriter (64 KiB buffer): records/s unpaced (one flush at the end), or the ack latencies paced at
+    ``rate`` (the writer transmits every 2 ms by itself)."""
     lat: list[float] = []
-    with storage.open_namespace(uri, writer_conf()) as ns:
+    # paced: transmit every 2 ms (periodicFlushFrequencyMilliSeconds/2), as the proxy client's 2 ms linger
+    conf = writer_conf(periodicFlushFrequencyMilliSeconds=4) if rate else writer_conf()
+    with storage.open_namespace(uri, conf) as ns:
         ns.create_log(log)
         with ns.open_log(log) as dlm:
             aw = dlm.open_async_writer()
             try:
-                aw.write(storage.LogRecord(1, PAYLOAD)).result()
+                first = aw.write(storage.LogRecord(1, PAYLOAD))
+                aw.flush().result()  # no periodic flush: a buffered record goes out on flush (untimed warm-up)
+                first.result()
                 futures = []
                 t0 = time.perf_counter()
                 for i in range(records):
@@ -150,8 +157,6 @@ def direct(uri: str, log: str, records: int, rate: float = 0.0) -> tuple[float, 
                         delay = t0 + i / rate - time.perf_counter()
                         if delay > 0:
                             time.sleep(delay)
-                        if i % 16 == 0:
-                            aw.flush()  # a paced writer publishes as it goes (as the proxy's linger does)
                     sent = time.perf_counter()
                     f = aw.write(storage.LogRecord(i + 2, PAYLOAD))
                     if rate:
@@ -227,7 +232,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=8.0)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--client-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a ProxyClient option of the producers (JSON value), e.g. max_inflight=1")  # fmt: skip
     args = parser.parse_args(argv)
+    for item in args.client_option:
+        key, _, value = item.partition("=")
+        CLIENT_OPTIONS[key] = json.loads(value)
     counts = [int(x) for x in args.producers.split(",")]
 
     from tests.zk import ZooKeeperServer, free_port

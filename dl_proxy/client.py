@@ -41,16 +41,13 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from dl_proxy._answers import AnswerHandling
 from dl_proxy._batching import Batch, BatchState, StreamState
 from dl_proxy._transport import Transport, TransportError
 from dl_proxy.discovery import Discovery, Membership, StaticDiscovery, ZooKeeperDiscovery
 from dl_proxy.errors import (
     ClientClosedError,
-    Disposition,
     WriteTimeoutError,
-    disposition,
-    error_for,
-    status_name,
 )
 from dl_proxy.ownership import OwnershipCache
 from dl_proxy.proto import distributedlog_pb2 as pb
@@ -81,7 +78,7 @@ class ProxyStatus:
     error: str | None = None
 
 
-class ProxyClient:
+class ProxyClient(AnswerHandling):
     """A client of the write proxies of one namespace. See the module docstring.
 
     Exactly one of ``uri`` (a ZooKeeper namespace: proxies found under its ``.proxies``) and ``proxies``
@@ -94,7 +91,8 @@ class ProxyClient:
     * ``timeout_s`` (30): each write's overall time to be acknowledged; then its future fails with
       :class:`~dl_proxy.errors.WriteTimeoutError` (outcome unknown).
     * batching: ``batch_max_records`` (1000), ``batch_max_bytes`` (512 KiB), ``linger_s`` (0.002: how long an
-      open batch waits for more records); ``max_inflight`` (4 requests per stream); ``max_pending_bytes``
+      open batch waits for more records); ``max_inflight`` (2 requests per stream: the proxy may
+      take concurrent requests out of order, and each one that overtook another costs a resend); ``max_pending_bytes``
       (64 MiB buffered before ``write`` blocks, up to ``timeout_s``, then raises OverCapacityError).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
       ``max_redirects`` (3 FOUND answers followed in a row before backing off).
@@ -118,7 +116,7 @@ class ProxyClient:
         batch_max_records: int = 1000,
         batch_max_bytes: int = 512 * 1024,
         linger_s: float = 0.002,
-        max_inflight: int = 4,
+        max_inflight: int = 2,
         max_pending_bytes: int = 64 * 1024 * 1024,
         request_timeout_s: float = 5.0,
         backoff_start_s: float = 0.02,
@@ -492,11 +490,6 @@ class ProxyClient:
             st.retry_armed = True
             self._loop.call_at(st.retry_at, self._retry_timer, st)
 
-    def _back_off(self, st: StreamState) -> None:
-        """Full-jitter exponential backoff of the stream (caller holds the lock)."""
-        st.backoff_s = min(self._backoff_max, max(self._backoff_start, st.backoff_s * 2))
-        st.retry_at = time.monotonic() + self._rand.uniform(st.backoff_s / 2, st.backoff_s)
-
     async def _send(self, st: StreamState, b: Batch, target: str) -> None:
         ctx = pb.WriteContext(
             tried_hosts=b.tried,
@@ -517,155 +510,6 @@ class ProxyClient:
             self._on_response(st, b, target, response)
         self._deliver()
         self._pump(st)
-
-    # ------------------------------------------------------------------------------------------------ answers
-    def _on_transport_error(self, st: StreamState, b: Batch, target: str, e: TransportError) -> None:
-        with self._mu:
-            st.inflight -= 1
-            b.state = BatchState.WAITING
-            b.last_error = f"{target}: {e}"
-            if e.definite:
-                self._finish(st, b, [e.error] * len(b))
-                return
-            if e.unreachable:
-                self._mark_unreachable(target)
-            b.avoid.add(target)
-            self.owners.remove(st.name, target)
-            st.recovering = True
-            self._back_off(st)
-
-    def _mark_unreachable(self, address: str) -> None:
-        now = time.monotonic()
-        until, length = self._quarantine.get(address, (0.0, 0.0))
-        if until > now:
-            return
-        length = min(2.0, max(0.25, length * 2))
-        self._quarantine[address] = (now + length, length)
-        gone = self.owners.remove_owner(address)
-        log.info("proxy %s unreachable: avoided for %.1fs (%d cached streams forgotten)", address, length, len(gone))
-
-    def _on_response(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
-        head = resp.header
-        code = int(head.code)
-        with self._mu:
-            st.inflight -= 1
-            b.state = BatchState.WAITING
-            kind = disposition(code)
-            if kind is Disposition.SUCCESS:
-                self._on_bulk_results(st, b, target, resp)
-                return
-            b.last_error = f"{target}: {status_name(code)}" + (f" {head.err_msg}" if head.err_msg else "")
-            if kind is Disposition.REDIRECT:
-                self._on_found(st, b, target, head.location)
-            elif kind is Disposition.RESEQUENCE:
-                self._on_out_of_order(st, b, int(head.expected_sequence))
-            elif kind is Disposition.REROUTE:
-                self.owners.remove(st.name, target)
-                b.avoid.add(target)
-                st.recovering = True
-                self._back_off(st)
-            elif kind is Disposition.RETRY:
-                st.recovering = True
-                self._back_off(st)
-            else:
-                err = error_for(code, f"{head.err_msg} (stream {st.name!r}, proxy {target})",
-                                location=head.location)  # fmt: skip
-                self._finish(st, b, [err] * len(b))
-
-    def _on_found(self, st: StreamState, b: Batch, target: str, location: str) -> None:
-        b.redirects += 1
-        now = time.monotonic()
-        owner_down = location in self._quarantine and self._quarantine[location][0] > now
-        if location and location != target and not owner_down and b.redirects <= self._max_redirects:
-            self.owners.update(st.name, location)  # follow at once
-            b.avoid.discard(location)
-            return
-        # the owner is unreachable (its lock not yet expired), or redirects go round: wait, then ask again
-        self.owners.remove(st.name)
-        b.redirects = 0
-        st.recovering = True
-        self._back_off(st)
-
-    def _on_out_of_order(self, st: StreamState, b: Batch, expected: int) -> None:
-        first = st.unacked[0] if st.unacked else b
-        if first.seq <= expected < b.seq:
-            b.after_ooo = True  # an earlier batch of ours is not stored yet: go after it
-        elif expected < first.seq:
-            st.bump_pending = True  # the proxy wants records we no longer hold
-        else:
-            st.recovering = True  # the proxy is ahead of this batch yet did not call it a duplicate: ask again
-            self._back_off(st)
-
-    def _on_bulk_results(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
-        """Per-record answers: stored ones resolve, definitive failures fail, the rest is resent (same seqs)."""
-        self.owners.update(st.name, target)
-        self._quarantine.pop(target, None)
-        st.confirmed = target
-        st.recovering, st.backoff_s, b.redirects = False, 0.0, 0
-        results = list(resp.write_responses)
-        if len(results) != len(b):
-            err = error_for(pb.UNEXPECTED, f"proxy {target} answered {len(results)} results for {len(b)} records")
-            self._finish(st, b, [err] * len(b))
-            return
-        outcomes: list[DLSN | DLError | None] = []
-        for r in results:
-            code = int(r.header.code)
-            kind = disposition(code)
-            if kind is Disposition.SUCCESS:
-                try:
-                    outcomes.append(DLSN.deserialize(r.dlsn))
-                except DLError as e:
-                    outcomes.append(e)
-            elif kind is Disposition.FAIL:
-                outcomes.append(error_for(code, f"{r.header.err_msg} (stream {st.name!r}, proxy {target})"))
-            else:
-                outcomes.append(None)  # not stored: send again
-        if all(o is not None for o in outcomes):
-            self._finish(st, b, outcomes)  # type: ignore[arg-type]
-            return
-        parts: list[Batch] = []
-        i = 0
-        while i < len(b):
-            j = i + 1
-            while j < len(b) and (outcomes[j] is None) == (outcomes[i] is None):
-                j += 1
-            if outcomes[i] is None:
-                parts.append(b.split(i, j))
-            else:
-                done = b.split(i, j)
-                done.state = BatchState.DONE
-                self._resolve(done, outcomes[i:j])  # type: ignore[arg-type]
-            i = j
-        st.replace(b, parts)
-        b.state = BatchState.DONE
-        self._pending_bytes -= b.nbytes - sum(p.nbytes for p in parts)
-        self._space.notify_all()
-
-    def _finish(self, st: StreamState, b: Batch, outcomes: list[DLSN | DLError]) -> None:
-        """Resolve ``b``'s futures and drop it from the stream (caller holds the lock)."""
-        b.state = BatchState.DONE
-        if b in st.unacked:
-            st.unacked.remove(b)
-        self._pending_bytes -= b.nbytes
-        self._space.notify_all()
-        self._resolve(b, outcomes)
-
-    def _resolve(self, b: Batch, outcomes: Sequence[DLSN | DLError]) -> None:
-        """Queue the outcomes of ``b``'s futures; :meth:`_deliver` sets them once the lock is released (a
-        future's callbacks may call back into the client)."""
-        self._outcomes.extend(zip(b.futures, outcomes, strict=True))
-
-    def _deliver(self) -> None:
-        """Set the queued outcomes (loop thread, lock NOT held)."""
-        while self._outcomes:
-            batch, self._outcomes = self._outcomes, []
-            for f, o in batch:
-                if f.done():
-                    continue
-                if isinstance(o, DLSN):
-                    f.set_result(o)
-                else:
-                    f.set_exception(o)
 
     def _expire(self, stream: str, futures: list[Future[DLSN]]) -> None:
         """The deadline of the records written together with ``futures``: fail those not yet answered."""

@@ -56,7 +56,8 @@ def proxy_write_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = security_options(f)
     return click.option(
         "--proxy", "proxy", is_flag=False, flag_value=DISCOVER, default=None, metavar="[HOST:PORT,...]",
-        help="Write through write proxies: these, or (no value) those announced in the --uri namespace.",
+        help="Write through write proxies: these (--proxy=H:P,...), or those announced in the --uri namespace "
+        "(a bare --proxy, after NAME).",
     )(f)  # fmt: skip
 
 

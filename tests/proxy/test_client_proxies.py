@@ -5,6 +5,7 @@ append, timeouts (outcome unknown), definitive errors, a proxy drained by SIGTER
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -158,3 +159,18 @@ def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: Prox
     got = read_all(zk_uri, stream)
     assert [r.payload for r in got] == [f"d-{i}".encode() for i in range(100)]
     assert [r.dlsn for r in got] == before + after
+
+
+def test_a_forgotten_producer_moves_to_a_new_generation(zk_uri: str, proxy_process: ProxyFactory) -> None:
+    """The proxy forgets a producer idle past proxyProducerExpirySeconds and then wants sequence 0: the client
+    moves the stream to producer id ``<id>.1`` from 0 (nothing of the old id is in flight) and goes on; every
+    record is stored once, in order."""
+    _, a = proxy_process(zk_uri, conf={"proxyProducerExpirySeconds": 1})
+    with ProxyClient(proxies=[a], producer_id="idle", create_if_missing=True) as client:
+        first = results(client.write_bulk("idle-stream", [b"i0", b"i1", b"i2"]))
+        time.sleep(2.5)  # idle past the proxy's expiry (the condition under test, not a timing assertion)
+        later = results(client.write_bulk("idle-stream", [b"i3", b"i4"]))
+        assert client._streams["idle-stream"].producer_id == "idle.1"
+    got = read_all(zk_uri, "idle-stream")
+    assert [r.payload for r in got] == [b"i0", b"i1", b"i2", b"i3", b"i4"]
+    assert [r.dlsn for r in got] == first + later
