@@ -2,9 +2,9 @@
 
 Every error a :class:`dl_proxy.ProxyClient` raises or puts in a future is a :class:`storage.errors.DLError`
 subclass with DistributedLog's status ``code`` and ``retriable`` ("may trying again later succeed?").
-Status codes the storage core never raises get a class here (``StreamUnavailableError``,
-``ServiceUnavailableError``, ...); they subclass :class:`~storage.errors.DLError` (or the nearest storage class),
-so ``except storage.errors.DLError`` catches every one of them.
+The status codes only the proxy answers have their classes in :mod:`storage.errors` too
+(``StreamUnavailableError``, ``ServiceUnavailableError``, ``OutOfOrderSequenceError``, ``WriteTimeoutError``,
+...), re-exported here: every public error is a :mod:`storage.errors` class.
 
 :func:`error_for` turns a response's status code into an exception; :func:`status_for` goes the other way for
 the proxy's service (an exception's ``code`` when it is one of the proto's :class:`StatusCode` values, else
@@ -18,13 +18,17 @@ import enum
 
 from dl_proxy.proto import distributedlog_pb2 as pb
 from storage.errors import (
-    AlreadyClosedError,
     AlreadyTruncatedTransactionError,
-    CorruptedEntryError,
+    BadRequestError,
+    ChecksumFailedError,
+    ClientClosedError,
     DLError,
     DLInterruptedError,
+    EndOfLogSegmentError,
     EndOfStreamError,
+    FlushTimeoutError,
     IllegalStateError,
+    InternalServerError,
     InvalidEnvelopedEntryError,
     InvalidStreamNameError,
     LockingError,
@@ -35,18 +39,28 @@ from storage.errors import (
     LogRecordTooLongError,
     LogSegmentIsTruncatedError,
     LogSegmentNotFoundError,
-    MetadataConnectionError,
     MetadataError,
+    NotImplementedByProxyError,
+    OutOfOrderSequenceError,
     OverCapacityError,
     OwnershipAcquireFailedError,
+    ProxyClosedError,
     ReadCancelledError,
+    RegionUnavailableError,
+    RequestDeniedError,
+    RetryableReadError,
+    ServiceUnavailableError,
     StreamNotReadyError,
+    StreamUnavailableError,
+    TooManyStreamsError,
     TransactionIdOutOfOrderError,
     TransmitError,
     UnexpectedError,
     UnsupportedMetadataVersionError,
     WriteCancelledError,
     WriteError,
+    WriteTimeoutError,
+    ZooKeeperError,
 )
 
 __all__ = [
@@ -72,129 +86,6 @@ __all__ = [
     "error_for",
     "status_for",
 ]
-
-
-# --- status codes the storage core has no class for -------------------------------------------------------------
-class ClientClosedError(AlreadyClosedError):
-    """The client was closed (CLIENT_CLOSED)."""
-
-    code = 301
-
-
-class BadRequestError(DLError):
-    """The proxy refused a malformed request (BAD_REQUEST)."""
-
-    code = 400
-
-
-class RequestDeniedError(DLError):
-    """The proxy denied the request (REQUEST_DENIED): a bad or missing auth token, or an idempotent producer's
-    sequence older than the proxy's dedup window (that write was stored once; its DLSN is no longer known)."""
-
-    code = 403
-
-
-class InternalServerError(DLError):
-    """The proxy failed unexpectedly while serving the request (INTERNAL_SERVER_ERROR)."""
-
-    code = 500
-
-
-class NotImplementedByProxyError(DLError):
-    """The proxy does not implement the request (NOT_IMPLEMENTED)."""
-
-    code = 501
-
-
-class ProxyClosedError(AlreadyClosedError):
-    """The proxy closed the stream's writer while serving the request (ALREADY_CLOSED); another proxy may
-    take the stream over."""
-
-    code = 502
-    retriable = True
-
-
-class ServiceUnavailableError(DLError):
-    """No proxy can serve the request now (SERVICE_UNAVAILABLE): the proxy is draining, shutting down or over
-    its hard service limit, or no proxy is known at all."""
-
-    code = 503
-    retriable = True
-
-
-class ZooKeeperError(MetadataConnectionError):
-    """The proxy's ZooKeeper failed while serving the request (ZOOKEEPER_ERROR)."""
-
-    code = 505
-
-
-class FlushTimeoutError(DLError):
-    """The proxy's writer timed out flushing (FLUSH_TIMEOUT)."""
-
-    code = 508
-    retriable = True
-
-
-class StreamUnavailableError(DLError):
-    """The stream is no longer owned by the proxy that was asked (STREAM_UNAVAILABLE): it lost the lock or
-    released the stream; look the owner up again."""
-
-    code = 515
-    retriable = True
-
-
-class RegionUnavailableError(DLError):
-    """The region is unavailable (REGION_UNAVAILABLE)."""
-
-    code = 519
-    retriable = True
-
-
-class ChecksumFailedError(CorruptedEntryError):
-    """The request's CRC32 does not match its payloads (CHECKSUM_FAILED): damaged on the way."""
-
-    code = 523
-
-
-class TooManyStreamsError(OverCapacityError):
-    """The proxy owns as many streams as it may (TOO_MANY_STREAMS): another proxy should take this one."""
-
-    code = 524
-
-
-class EndOfLogSegmentError(DLError):
-    """End of a log segment reached (END_OF_LOG_SEGMENT)."""
-
-    code = 526
-
-
-class OutOfOrderSequenceError(DLError):
-    """An idempotent producer's sequence skipped ahead of what the proxy stored (OUT_OF_ORDER_SEQUENCE);
-    ``expected_sequence`` is the next one the proxy will store. The client resends in order by itself; this
-    reaches a caller only when that cannot be done."""
-
-    code = 530
-    retriable = True
-
-    def __init__(self, message: str = "", *, expected_sequence: int | None = None) -> None:
-        super().__init__(message)
-        self.expected_sequence = expected_sequence
-
-
-class RetryableReadError(LogReadError):
-    """A read that may succeed if tried again (RETRYABLE_READ)."""
-
-    code = 1000
-    retriable = True
-
-
-class WriteTimeoutError(DLError):
-    """A write was not acknowledged within the client's ``timeout_s``: its outcome is unknown (it may be
-    stored, once). Retriable: the client keeps its records in order and the idempotent producer never stores
-    a record twice, but a NEW write of the same payload is a new record."""
-
-    code = None
-    retriable = True
 
 
 # --- the mapping --------------------------------------------------------------------------------------------------

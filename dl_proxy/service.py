@@ -47,15 +47,17 @@ from prometheus_client import Counter, Gauge, Histogram
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
 from dl_proxy.registry import Announcement, check_address
-from dl_proxy.stream import OutOfOrderSequenceError, Stream, StreamUnavailableError
+from dl_proxy.stream import Stream
 from storage.config import Config
 from storage.errors import (
     CorruptedEntryError,
     DLError,
     InvalidArgumentError,
     MetadataConnectionError,
+    OutOfOrderSequenceError,
     OverCapacityError,
     OwnershipAcquireFailedError,
+    StreamUnavailableError,
 )
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, record_set_count
@@ -254,7 +256,8 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
                 code=pb.STREAM_UNAVAILABLE, err_msg=f"owned by {owner or 'another writer'} (not a proxy to redirect to)"
             )
         if isinstance(e, OutOfOrderSequenceError):
-            return pb.ResponseHeader(code=pb.OUT_OF_ORDER_SEQUENCE, err_msg=str(e), expected_sequence=e.expected)
+            expected = e.expected_sequence or 0
+            return pb.ResponseHeader(code=pb.OUT_OF_ORDER_SEQUENCE, err_msg=str(e), expected_sequence=expected)
         if isinstance(e, MetadataConnectionError):  # ZooKeeper unreachable: retriable, as DistributedLog's 505
             return pb.ResponseHeader(code=pb.ZOOKEEPER_ERROR, err_msg=f"{type(e).__name__}: {e}")
         if isinstance(e, DLError):

@@ -36,8 +36,10 @@ from storage.errors import (
     LockingError,
     LogNotFoundError,
     LogRecordTooLongError,
+    OutOfOrderSequenceError,
     OverCapacityError,
     StreamNotReadyError,
+    StreamUnavailableError,
 )
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, RECORD_SET, LogRecord
@@ -49,30 +51,6 @@ log = logging.getLogger(__name__)
 
 #: Room kept in an entry for the producer marker (its fixed part; snapshots use what the records leave).
 MARKER_ROOM = 1024
-
-
-class StreamUnavailableError(DLError):
-    """The stream is not (or no longer) owned here: look its owner up again (STREAM_UNAVAILABLE)."""
-
-    code = 515
-    retriable = True
-
-
-class OutOfOrderSequenceError(DLError):
-    """Idempotent producer: a sequence above the next one expected (OUT_OF_ORDER_SEQUENCE)."""
-
-    code = 530
-    retriable = True
-
-    def __init__(self, message: str, *, expected: int) -> None:
-        super().__init__(message)
-        self.expected = expected
-
-
-class RequestDeniedError(DLError):
-    """Refused: bad token, or a producer's retry older than its dedup window (REQUEST_DENIED)."""
-
-    code = 403
 
 
 class State(enum.Enum):
@@ -217,7 +195,7 @@ class Stream:
         if producer:
             plan = self.table.plan(producer, sequence, count, txid)
             if plan.error is not None:
-                raise OutOfOrderSequenceError(plan.message, expected=plan.expected)
+                raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
             out = [(plan.duplicates.get(seq), True) for seq, _p in items if seq <= plan.last]
             todo = [(seq, p) for seq, p in items if seq > plan.last]
         for group in _groups(todo):

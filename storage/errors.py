@@ -280,4 +280,127 @@ class DLInterruptedError(DLError):
     code = 601
 
 
+# --- the write proxy's status codes (DistributedLog's service.thrift) with no class above ---------------------
+class ClientClosedError(AlreadyClosedError):
+    """The client was closed (CLIENT_CLOSED)."""
+
+    code = 301
+
+
+class BadRequestError(DLError):
+    """The proxy refused a malformed request (BAD_REQUEST)."""
+
+    code = 400
+
+
+class RequestDeniedError(DLError):
+    """The proxy denied the request (REQUEST_DENIED): a bad or missing auth token, or an idempotent producer's
+    sequence older than the proxy's dedup window (that write was stored once; its DLSN is no longer known)."""
+
+    code = 403
+
+
+class InternalServerError(DLError):
+    """The proxy failed unexpectedly while serving the request (INTERNAL_SERVER_ERROR)."""
+
+    code = 500
+
+
+class NotImplementedByProxyError(DLError):
+    """The proxy does not implement the request (NOT_IMPLEMENTED)."""
+
+    code = 501
+
+
+class ProxyClosedError(AlreadyClosedError):
+    """The proxy closed the stream's writer while serving the request (ALREADY_CLOSED); another proxy may
+    take the stream over."""
+
+    code = 502
+    retriable = True
+
+
+class ServiceUnavailableError(DLError):
+    """No proxy can serve the request now (SERVICE_UNAVAILABLE): the proxy is draining, shutting down or over
+    its hard service limit, or no proxy is known at all."""
+
+    code = 503
+    retriable = True
+
+
+class ZooKeeperError(MetadataConnectionError):
+    """The proxy's ZooKeeper failed while serving the request (ZOOKEEPER_ERROR)."""
+
+    code = 505
+
+
+class FlushTimeoutError(DLError):
+    """The proxy's writer timed out flushing (FLUSH_TIMEOUT)."""
+
+    code = 508
+    retriable = True
+
+
+class StreamUnavailableError(DLError):
+    """The stream is no longer owned by the proxy that was asked (STREAM_UNAVAILABLE): it lost the lock or
+    released the stream; look the owner up again."""
+
+    code = 515
+    retriable = True
+
+
+class RegionUnavailableError(DLError):
+    """The region is unavailable (REGION_UNAVAILABLE)."""
+
+    code = 519
+    retriable = True
+
+
+class ChecksumFailedError(CorruptedEntryError):
+    """The request's CRC32 does not match its payloads (CHECKSUM_FAILED): damaged on the way."""
+
+    code = 523
+
+
+class TooManyStreamsError(OverCapacityError):
+    """The proxy owns as many streams as it may (TOO_MANY_STREAMS): another proxy should take this one."""
+
+    code = 524
+
+
+class EndOfLogSegmentError(DLError):
+    """End of a log segment reached (END_OF_LOG_SEGMENT)."""
+
+    code = 526
+
+
+class OutOfOrderSequenceError(DLError):
+    """An idempotent producer's sequence skipped ahead of what the proxy stored (OUT_OF_ORDER_SEQUENCE);
+    ``expected_sequence`` is the next one the proxy will store. The client resends in order by itself; this
+    reaches a caller only when that cannot be done."""
+
+    code = 530
+    retriable = True
+
+    def __init__(self, message: str = "", *, expected_sequence: int | None = None) -> None:
+        super().__init__(message)
+        self.expected_sequence = expected_sequence
+
+
+class RetryableReadError(LogReadError):
+    """A read that may succeed if tried again (RETRYABLE_READ)."""
+
+    code = 1000
+    retriable = True
+
+
+class WriteTimeoutError(DLError):
+    """A write was not acknowledged within the client's ``timeout_s``: its outcome is unknown (it may be
+    stored, once). Retriable: the client keeps its records in order and the idempotent producer never stores
+    a record twice, but a NEW write of the same payload is a new record."""
+
+    code = None
+    retriable = True
+
+
 __all__ = [name for name, obj in dict(globals()).items() if isinstance(obj, type) and issubclass(obj, DLError)]
