@@ -101,12 +101,33 @@ def cluster_namespace(healthy_cluster: Cluster) -> str:
     return healthy_cluster.bind_namespace(f"/t-{uuid.uuid4().hex[:10]}")
 
 
+#: Lines the scenarios print that the session's summary repeats (captured output is shown only on failure).
+_SUMMARY_PREFIXES = ("CHECK ", "AVAIL ", "NEMESIS ", "SPARK ", "PROXY ", "COLLECTED ")
+_SUMMARY: list[tuple[str, list[str]]] = []
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
-    """Attach the cluster's status to the report of a failed test that used it."""
+    """Keep each scenario's checker lines for the summary; attach the cluster's status to the report of a failed
+    test that used it."""
     outcome = yield
     report = outcome.get_result()
+    if report.when == "call" and "cluster" in getattr(item, "fixturenames", ()):
+        lines = [ln for ln in report.capstdout.splitlines() if ln.startswith(_SUMMARY_PREFIXES)]
+        if lines:
+            _SUMMARY.append((item.nodeid, lines))
     c = item.stash.get(_KEY, None)
     if report.failed and c is not None and report.when == "call":
         with contextlib.suppress(Exception):
             report.sections.append(("simulated cluster status", json.dumps(c.status(), indent=1)))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One section with every scenario's history-checker line (and its availability / Spark / proxy lines)."""
+    if not _SUMMARY:
+        return
+    terminalreporter.section("history checker, per scenario")
+    for nodeid, lines in _SUMMARY:
+        terminalreporter.write_line(nodeid)
+        for ln in lines:
+            terminalreporter.write_line("  " + ln)
