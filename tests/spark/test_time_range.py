@@ -165,17 +165,20 @@ FILTERS = [
 ]
 
 
-def _per_filter(spark: Any, uri: str, filters: Sequence[str], *, fresh: bool) -> dict[str, list[Row]]:
-    """The rows of each filter, in one Spark job: a union of the filtered reads, tagged. ``fresh``: a DataFrame
-    of its own per filter (needed with pushdown: Spark 4.3 keeps one read plan per DataFrame, the last one
-    pushed); else one DataFrame for all, planned once."""
+def _per_filter(spark: Any, uri: str, filters: Sequence[str], *, pushed: bool) -> dict[str, list[Row]]:
+    """The rows of each filter, in one Spark job (a union of the filtered reads, tagged).
+
+    ``pushed``: a fresh DataFrame per filter, each planned with its own filters pushed down (a DataFrame of its
+    own each: Spark 4.3 keeps one read plan per DataFrame, the last one pushed). Else the whole logs are read
+    once (pushdown must be off) and Spark applies every filter to those rows."""
     from functools import reduce
 
     from pyspark.sql.functions import lit
 
-    base = _read(spark, uri)
+    base = None if pushed else _read(spark, uri).coalesce(1).localCheckpoint()
     parts = [
-        (_read(spark, uri) if fresh else base).where(f).withColumn("filter", lit(i)) for i, f in enumerate(filters)
+        (_read(spark, uri) if base is None else base).where(f).withColumn("filter", lit(i))
+        for i, f in enumerate(filters)
     ]
     got: dict[str, list[Row]] = {f: [] for f in filters}
     for r in reduce(lambda x, y: x.unionByName(y), parts).collect():
@@ -187,9 +190,9 @@ def _per_filter(spark: Any, uri: str, filters: Sequence[str], *, fresh: bool) ->
 def test_pushdown_on_and_off_give_the_same_rows(spark, two_logs: str) -> None:
     uri = two_logs
     with pushdown(spark, False):
-        off = _per_filter(spark, uri, FILTERS, fresh=False)
+        off = _per_filter(spark, uri, FILTERS, pushed=False)
     with pushdown(spark, True):
-        on = _per_filter(spark, uri, FILTERS, fresh=True)
+        on = _per_filter(spark, uri, FILTERS, pushed=True)
     for f in FILTERS:
         assert on[f] == off[f], f
     # and the rows are the right ones (checked against the storage core's reader for a few)
@@ -224,9 +227,9 @@ def test_only_the_segments_that_can_match_are_planned(spark, tmp_path: Path) -> 
     negated = Not(EqualTo(("txid",), 110))
     planned, rest = _planned(uri, "a", [LessThanOrEqual(("sequence_id",), 14), negated])
     assert planned == [("a", 1, 1, 10), ("a", 2, 1, 5)] and rest == [negated]
-    planned, _ = _planned(uri, "a,b", [In(("stream",), ["b"]), EqualTo(("dlsn", "lssn"), 1)])
+    planned, _ = _planned(uri, "a,b", [In(("stream",), ("b",)), EqualTo(("dlsn", "lssn"), 1)])
     assert planned == [("b", 1, 1, 10)]
-    planned, _ = _planned(uri, "a", [In(("txid",), [3, 299, 150])], endingTxId="299")
+    planned, _ = _planned(uri, "a", [In(("txid",), (3, 299, 150))], endingTxId="299")
     assert planned == [("a", 1, 4, 4), ("a", 16, 1, 1)]
 
     # the same through Spark: one partition per segment slice
