@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
                     )
             if not query.isActive:
                 error = str(query.exception()).replace("\n", " ")
-                if (not batches and restarts < 3 and CONNECT_BACK in error) or failures < args.restarts:
+                if (not batches and restarts < 6 and CONNECT_BACK in error) or failures < args.restarts:
                     if batches or CONNECT_BACK not in error:
                         failures += 1
                     restarts += 1

@@ -65,7 +65,12 @@ def test_writer_cut_from_zookeeper_but_not_from_ceph_is_fenced_by_the_next_owner
     report = run.finish(["split"])
     print(f"split brain: the new owner took over {took_over:.1f}s after the cut; the old writer saw {old_errors[:2]}")
     assert report.ok, report
-    assert old_errors and old_errors[0][0] in ("WriterFencedError", "LockingError", "TransmitError"), old_errors
+    # Its first failure is the fence (the guarded append refused), or, when the machine is slow enough for the
+    # append to outlast radosOpTimeoutSeconds, a retriable timeout whose outcome is unknown: either way none of its
+    # appends after the fence is visible (stale_visible 0, checked by the checker above).
+    fenced = ("WriterFencedError", "LockingError", "TransmitError")
+    timed_out = old_errors and old_errors[0][:2] == ("SegmentStoreError", "True") and "timed out" in old_errors[0][2]
+    assert old_errors and (old_errors[0][0] in fenced or timed_out), old_errors
     assert report.counts["stale_visible"] == 0 and report.counts["lost"] == 0
 
 
@@ -198,8 +203,8 @@ def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_pa
     conf = {"spark.sql.streaming.minBatchesToRetain": "100000"}
     driver = start_driver(run, "client2", checkpoint, conf, "--restarts", "20", source="s-in", sink="s-out")
     try:
-        driver.wait_line("STARTED", timeout=300)
-        driver.wait_line("BATCH", timeout=300)
+        driver.wait_line("STARTED", timeout=600)
+        driver.wait_line("BATCH", timeout=600)  # a loaded 2-core machine: a first batch took 150 s once
         injected: dict[str, int] = {}
         clients = ["client1", "client2", "client3"]
         deadline = time.monotonic() + seconds
