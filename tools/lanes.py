@@ -40,7 +40,7 @@ class Lane:
     name: str
     paths: list[str]
     ignore: list[str] = field(default_factory=list)
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     ended: float = 0.0
     summary: str = ""
@@ -57,20 +57,32 @@ def _parse_lane(spec: str) -> Lane:
 
 
 def _pump(lane: Lane, log: Path, lock: threading.Lock) -> None:
+    """Copy the lane's output to its log as it comes (pytest's progress dots have no newline until a line is
+    full: the log shows them at once), and echo each complete line, prefixed with the lane's name."""
     assert lane.proc is not None and lane.proc.stdout is not None
     width = 8
-    with log.open("w") as f:
-        for line in lane.proc.stdout:
-            f.write(line)
+    fd = lane.proc.stdout.fileno()
+    pending = b""
+    with log.open("wb") as f:
+        while chunk := os.read(fd, 65536):
+            f.write(chunk)
             f.flush()
-            stripped = line.rstrip("\n")
-            if _SUMMARY.search(stripped):
-                lane.summary = stripped.strip("= ")
-            with lock:
-                sys.stdout.write(f"[{lane.name:<{width}}] {stripped}\n")
-                sys.stdout.flush()
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                _echo(lane, raw.decode(errors="replace"), width, lock)
+        if pending:
+            _echo(lane, pending.decode(errors="replace"), width, lock)
     lane.proc.wait()
     lane.ended = time.monotonic()
+
+
+def _echo(lane: Lane, line: str, width: int, lock: threading.Lock) -> None:
+    if _SUMMARY.search(line):
+        lane.summary = line.strip("= ")
+    with lock:
+        sys.stdout.write(f"[{lane.name:<{width}}] {line}\n")
+        sys.stdout.flush()
 
 
 def run(lanes: list[Lane], extra: list[str], log_dir: Path) -> int:
@@ -81,9 +93,7 @@ def run(lanes: list[Lane], extra: list[str], log_dir: Path) -> int:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     for lane in lanes:
         lane.started = time.monotonic()
-        lane.proc = subprocess.Popen(
-            lane.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env
-        )
+        lane.proc = subprocess.Popen(lane.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         t = threading.Thread(target=_pump, args=(lane, log_dir / f"{lane.name}.log", lock), daemon=True)
         t.start()
         pumps.append(t)
