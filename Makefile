@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk
+.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk nats
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ proto: venv
 ## ZooKeeper for the tests (Debian's package; the tests start private servers on loopback).
 zookeeper:
 	@dpkg -s zookeeper >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper)
+
+## NATS JetStream for bench/bench_proxy.py's fan-in peer (Debian's nats-server; the benchmark starts a private
+## server on loopback).
+nats:
+	@dpkg -s nats-server >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server)
 
 ## Ceph for the RADOS segment-store tests (Debian's Pacific packages; the tests start a private cluster on
 ## loopback with tools/ceph_cluster.py, no systemd, no mgr).
@@ -106,7 +111,7 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/
 
-bench: venv zookeeper ceph
+bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_storage.py
 	$(BIN)/python bench/bench_zookeeper.py
 	$(BIN)/python bench/bench_rados.py
@@ -118,6 +123,8 @@ bench: venv zookeeper ceph
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
 	$(BIN)/python bench/bench_stats.py
+	$(BIN)/python bench/bench_proxy.py
+	$(BIN)/python bench/bench_time_range.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) $(DEMO_DIR)-tour build *.egg-info .pytest_cache .mypy_cache .ruff_cache
