@@ -123,6 +123,7 @@ setup(
             "ipykernel>=6.29",
             "grpcio-tools>=1.85.1",
             "mypy-protobuf>=3.6",
+            "nats-py>=2.6",  # bench/bench_proxy.py's fan-in peer, NATS JetStream
         ],
     },
 )

@@ -18,6 +18,12 @@ of ``--reps``; (2) ack latency p50/p99 with 4 producers through 1 proxy paced at
 the direct writer paced at half its maximum; (3) failover: a producer writes at a steady pace through 2 proxies;
 the owner of its log is SIGKILLed ``--kills`` times (restarted between kills): time from the kill to the first
 acknowledgement after it, p50 and max. Prints one markdown table with the targets of the issue.
+
+The peer a user would otherwise pick for fan-in runs in the same table: NATS JetStream (bench/_nats.py: a private
+Debian ``nats-server``, one FILE stream with ``Nats-Msg-Id`` deduplication per run, the same numbers of producer
+processes publishing the same records with ``nats-py``'s ``js.publish``, ``--nats-window`` publishes in flight each,
+waiting for every acknowledgement), measured the same way. Its file store does not fsync before an acknowledgement
+by default; the ``sync_interval: always`` variant is measured where the installed nats-server supports it.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from typing import Any
 
 # _common first: it puts the checkout on sys.path for `storage`
 from _common import PAYLOAD, REPO, fmt_rate, make_base, median, percentile, remove_base, writer_conf, yes_no
+from _nats import DEFAULT_WINDOW, nats_server_version
+from _nats import fanin as nats_fanin
 
 import storage
 
@@ -232,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=8.0)
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--nats-window", type=int, default=DEFAULT_WINDOW, help="NATS publishes in flight per producer")
     parser.add_argument("--client-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a ProxyClient option of the producers (JSON value), e.g. max_inflight=1")  # fmt: skip
     args = parser.parse_args(argv)
@@ -270,6 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 for p in proxies:
                     p.stop()
+        nats = nats_fanin(base / "nats", counts, args.records, args.reps, args.nats_window)
         # latency at half the maximum rate: 4 producers through 1 proxy vs the direct writer
         max4 = next((rate for np_, pr, rate in rows if np_ == 1 and pr == 4), rows[0][2])
         half_direct = median(direct_rates) / 2
@@ -286,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("failover ...", file=sys.stderr, flush=True)
         gaps = failover(uri, args.kills) if args.kills else []
         print(render(args, median(direct_rates), rows, (half_direct, direct_lat), (max4 / 2, proxy_lat), gaps,
-                     time.perf_counter() - started))  # fmt: skip
+                     time.perf_counter() - started, nats))  # fmt: skip
         return 0
     finally:
         server.stop()
@@ -301,20 +311,34 @@ def render(
     proxy_lat: tuple[float, list[float]],
     gaps: list[float],
     seconds: float,
+    nats: tuple[list[tuple[bool, int, float]], list[str]],
 ) -> str:
+    nats_rows, nats_notes = nats
+    jetstream = {producers: rate for sync, producers, rate in nats_rows if not sync}
     lines = [
-        f"## Write proxy fan-in: 1 KiB records, {args.records:,} per run (ZooKeeper namespace, local segments)",
+        f"## Write proxy fan-in: 1 KiB records, {args.records:,} per run (ZooKeeper namespace, local segments), "
+        f"vs NATS JetStream (nats-server {nats_server_version()}, nats-py, {args.nats_window} publishes in flight "
+        "per producer)",
         "",
-        "| setup | aggregate | ÷ direct writer | target | met |",
-        "|---|---|---|---|---|",
-        f"| direct AsyncLogWriter (1 process) | {fmt_rate(direct_rate)} | 1.00 | - | - |",
+        "| setup | fsync before each ack | aggregate | ÷ direct writer | ÷ JetStream | target | met |",
+        "|---|---|---|---|---|---|---|",
+        f"| direct AsyncLogWriter (1 process) | yes | {fmt_rate(direct_rate)} | 1.00 | - | - | - |",
     ]
     for n_proxies, producers, rate in rows:
         ratio = rate / direct_rate
-        target = f">= {TARGET_FANIN_RATIO}" if n_proxies == 1 else "-"
-        met = yes_no(ratio >= TARGET_FANIN_RATIO) if n_proxies == 1 else "-"
-        lines.append(f"| {producers} producer(s) → {n_proxies} proxy(ies) | {fmt_rate(rate)} | {ratio:.2f} "
-                     f"| {target} | {met} |")  # fmt: skip
+        js = jetstream.get(producers)
+        vs_js = f"{rate / js:.2f}" if js else "-"
+        target, met = "-", "-"
+        if n_proxies == 1:
+            target = f">= {TARGET_FANIN_RATIO} and > JetStream"
+            met = yes_no(ratio >= TARGET_FANIN_RATIO and (js is None or rate > js))
+        lines.append(f"| {producers} producer(s) → {n_proxies} proxy(ies) | yes | {fmt_rate(rate)} | {ratio:.2f} "
+                     f"| {vs_js} | {target} | {met} |")  # fmt: skip
+    for sync, producers, rate in nats_rows:
+        fsync = "yes (`sync_interval: always`)" if sync else "no (file store, default `sync_interval`)"
+        lines.append(f"| {producers} producer(s) → NATS JetStream, FILE stream, Nats-Msg-Id dedup | {fsync} "
+                     f"| {fmt_rate(rate)} | {rate / direct_rate:.2f} | - | - | - |")  # fmt: skip
+    lines += [f"\n{note}." for note in nats_notes]
     d_rate, d_lat = direct_lat
     p_rate, p_lat = proxy_lat
     if d_lat and p_lat:

@@ -47,7 +47,10 @@ def _records(uri: str, name: str) -> list[storage.LogRecordWithDLSN]:
         ns.open_log(name) as dlm,
         dlm.open_reader(storage.DLSN.INITIAL) as r,
     ):
-        return r.read_bulk(100_000, non_blocking=True)
+        out: list[storage.LogRecordWithDLSN] = []
+        while got := r.read_bulk(10_000, non_blocking=True):  # one call returns what is read ahead, not all
+            out.extend(got)
+        return out
 
 
 def _bulk(stream: str, payloads: list[bytes], pid: str, seq: int, create: bool = True) -> pb.BulkWriteRequest:
