@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
 import pytest
 
@@ -16,9 +14,8 @@ import storage
 from dl_proxy import ProxyClient, WriteTimeoutError
 from dl_proxy.ring import HashRing
 from storage import errors
+from tests.proxy.conftest import StartProxy
 from tests.zk import free_port
-
-ProxyFactory = Callable[..., tuple[Any, str]]
 
 
 @pytest.fixture
@@ -48,7 +45,7 @@ def results(futures: list[Future[storage.DLSN]]) -> list[storage.DLSN]:
     return [f.result(timeout=120) for f in futures]
 
 
-def test_write_flush_and_read_back_through_two_proxies(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_write_flush_and_read_back_through_two_proxies(zk_uri: str, proxy_process: StartProxy) -> None:
     _, a = proxy_process(zk_uri)
     _, b = proxy_process(zk_uri)
     streams = ["events-a", "events-b", "events-c"]
@@ -68,7 +65,7 @@ def test_write_flush_and_read_back_through_two_proxies(zk_uri: str, proxy_proces
     assert all(st.status == "WRITE_AND_ACCEPT" for st in status)
 
 
-def test_found_redirects_to_the_owner_and_is_remembered(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_found_redirects_to_the_owner_and_is_remembered(zk_uri: str, proxy_process: StartProxy) -> None:
     _, a = proxy_process(zk_uri)
     _, b = proxy_process(zk_uri)
     with ProxyClient(proxies=[a], create_if_missing=True) as first:
@@ -82,7 +79,7 @@ def test_found_redirects_to_the_owner_and_is_remembered(zk_uri: str, proxy_proce
 
 
 def test_a_resend_with_the_same_producer_id_and_sequence_is_not_stored_again(
-    zk_uri: str, proxy_process: ProxyFactory
+    zk_uri: str, proxy_process: StartProxy
 ) -> None:
     _, a = proxy_process(zk_uri)
     payloads = [f"j-{i}".encode() for i in range(20)]
@@ -98,7 +95,7 @@ def test_a_resend_with_the_same_producer_id_and_sequence_is_not_stored_again(
     assert got[-1].dlsn == extra
 
 
-def test_lost_reply_after_the_durable_append_gives_the_original_dlsn(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_lost_reply_after_the_durable_append_gives_the_original_dlsn(zk_uri: str, proxy_process: StartProxy) -> None:
     """The first proxy dies right after appending (before replying); the client resends to the other proxy,
     which rebuilt the producer's state from the log: same DLSN, stored once."""
     dying, a = proxy_process(zk_uri, env={"DLOG_PROXY_FAILPOINT": "after_append_before_reply"})
@@ -124,7 +121,7 @@ def test_a_write_nobody_answers_times_out_with_an_unknown_outcome() -> None:
     assert "nowhere" in str(info.value)
 
 
-def test_definitive_errors_and_bad_input(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_definitive_errors_and_bad_input(zk_uri: str, proxy_process: StartProxy) -> None:
     _, a = proxy_process(zk_uri)
     client = ProxyClient(proxies=[a], timeout_s=30)
     with client:
@@ -144,7 +141,7 @@ def test_definitive_errors_and_bad_input(zk_uri: str, proxy_process: ProxyFactor
     client.close()  # idempotent
 
 
-def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: StartProxy) -> None:
     """SIGTERM: the proxy releases its streams and exits 0; writes go on through the other proxy, none lost."""
     first, a = proxy_process(zk_uri)
     _, b = proxy_process(zk_uri)
@@ -161,7 +158,7 @@ def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: Prox
     assert [r.dlsn for r in got] == before + after
 
 
-def test_a_forgotten_producer_moves_to_a_new_generation(zk_uri: str, proxy_process: ProxyFactory) -> None:
+def test_a_forgotten_producer_moves_to_a_new_generation(zk_uri: str, proxy_process: StartProxy) -> None:
     """The proxy forgets a producer idle past proxyProducerExpirySeconds and then wants sequence 0: the client
     moves the stream to producer id ``<id>.1`` from 0 (nothing of the old id is in flight) and goes on; every
     record is stored once, in order."""

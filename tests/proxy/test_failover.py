@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import storage
 from tests.proxy._fanin import check_history, final_read, start_producer
-
-ProxyFactory = Callable[..., tuple[Any, str]]
+from tests.proxy.conftest import StartProxy
 
 STREAMS = [f"failover-{i}" for i in range(4)]
 PRODUCERS = 4
@@ -33,7 +30,7 @@ def zk_uri(zk_local_uri: str) -> str:
     return uri
 
 
-def test_sigkill_a_proxy_under_load_ten_times(zk_uri: str, proxy_process: ProxyFactory, tmp_path: Path) -> None:
+def test_sigkill_a_proxy_under_load_ten_times(zk_uri: str, proxy_process: StartProxy, tmp_path: Path) -> None:
     rng = random.Random(SEED)
     proxies = [proxy_process(zk_uri), proxy_process(zk_uri)]
     history = tmp_path / "history"

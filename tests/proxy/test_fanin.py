@@ -6,16 +6,13 @@ per producer and stream in send order; DLSN order equals read order (tools/histo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import storage
 from tests.proxy._fanin import check_history, final_read, start_producer
-
-ProxyFactory = Callable[..., tuple[Any, str]]
+from tests.proxy.conftest import StartProxy
 
 PRODUCERS = 8
 STREAMS = [f"fanin-{i}" for i in range(4)]
@@ -33,7 +30,7 @@ def fanin_uri(proxy_ns_uri: str) -> str:
 
 
 def test_fan_in_eight_producers_two_proxies_four_streams(
-    fanin_uri: str, proxy_process: ProxyFactory, tmp_path: Path
+    fanin_uri: str, proxy_process: StartProxy, tmp_path: Path
 ) -> None:
     proxy_process(fanin_uri)
     proxy_process(fanin_uri)
