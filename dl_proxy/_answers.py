@@ -6,7 +6,8 @@ the client's loop thread with the client's lock held, except :meth:`AnswerHandli
 * FOUND: follow the location at once (remembered as the owner), unless it is unreachable or the redirects go
   round: then back off and ask again (a dead owner's lock lasts until its ZooKeeper session expires);
 * OUT_OF_ORDER_SEQUENCE: an earlier batch of ours is not stored yet: go after it; or the proxy wants sequences
-  this client no longer holds: a new producer generation (:mod:`dl_proxy._batching`);
+  this client no longer holds: a new producer generation (:mod:`dl_proxy._batching`); RECORD_SET_SPLIT: resend
+  the set's records separately;
 * STREAM_UNAVAILABLE and other refusals: forget the owner, avoid that proxy for this batch, back off;
   transient errors on the owner: back off and resend (same sequences); unreachable proxies: avoided a while;
 * definitive errors fail the batch's futures. Outcomes are queued and set by :meth:`_deliver` once the lock is
@@ -27,8 +28,10 @@ from dl_proxy._transport import TransportError
 from dl_proxy.errors import Disposition, disposition, error_for, status_name
 from dl_proxy.ownership import OwnershipCache
 from dl_proxy.proto import distributedlog_pb2 as pb
+from storage.common.futures import FutureGroup
 from storage.errors import DLError
 from storage.formats.dlsn import DLSN
+from storage.formats.recordset import member_dlsns
 
 __all__ = ["AnswerHandling"]
 
@@ -42,7 +45,8 @@ class AnswerHandling:
     _mu: threading.Lock
     _space: threading.Condition
     _quarantine: dict[str, tuple[float, float]]
-    _outcomes: list[tuple[Future[DLSN], DLSN | DLError]]
+    _outcomes: list[tuple[Sequence[Future[DLSN]], Sequence[DLSN | DLError]]]
+    _futures: FutureGroup
     _pending_bytes: int
     _max_redirects: int
     _backoff_start: float
@@ -79,7 +83,9 @@ class AnswerHandling:
         gone = self.owners.remove_owner(address)
         log.info("proxy %s unreachable: avoided for %.1fs (%d cached streams forgotten)", address, length, len(gone))
 
-    def _on_response(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
+    def _on_response(
+        self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse | pb.WriteResponse
+    ) -> None:
         head = resp.header
         code = int(head.code)
         with self._mu:
@@ -87,13 +93,19 @@ class AnswerHandling:
             b.state = BatchState.WAITING
             kind = disposition(code)
             if kind is Disposition.SUCCESS:
-                self._on_bulk_results(st, b, target, resp)
+                self._served(st, b, target)
+                if isinstance(resp, pb.WriteResponse):
+                    self._on_write_result(st, b, target, resp)
+                else:
+                    self._on_bulk_results(st, b, target, resp)
                 return
             b.last_error = f"{target}: {status_name(code)}" + (f" {head.err_msg}" if head.err_msg else "")
             if kind is Disposition.REDIRECT:
                 self._on_found(st, b, target, head.location)
             elif kind is Disposition.RESEQUENCE:
                 self._on_out_of_order(st, b, int(head.expected_sequence))
+            elif kind is Disposition.SPLIT:
+                b.separate = True  # goes again at once, as separate records
             elif kind is Disposition.REROUTE:
                 self.owners.remove(st.name, target)
                 b.avoid.add(target)
@@ -131,12 +143,24 @@ class AnswerHandling:
             st.recovering = True  # the proxy is ahead of this batch yet did not call it a duplicate: ask again
             self._back_off(st)
 
-    def _on_bulk_results(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
-        """Per-record answers: stored ones resolve, definitive failures fail, the rest is resent (same seqs)."""
+    def _served(self, st: StreamState, b: Batch, target: str) -> None:
+        """``target`` answered success: it owns the stream; the stream leaves recovery."""
         self.owners.update(st.name, target)
         self._quarantine.pop(target, None)
         st.confirmed = target
         st.recovering, st.backoff_s, b.redirects = False, 0.0, 0
+
+    def _on_write_result(self, st: StreamState, b: Batch, target: str, resp: pb.WriteResponse) -> None:
+        """A record (set) stored: its DLSN is the first member's; member ``i`` is at its slot + ``i``."""
+        try:
+            first = DLSN.deserialize(resp.dlsn)
+        except DLError as e:
+            self._finish(st, b, [e] * len(b))
+            return
+        self._finish(st, b, member_dlsns(first, len(b)))
+
+    def _on_bulk_results(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
+        """Per-record answers: stored ones resolve, definitive failures fail, the rest is resent (same seqs)."""
         results = list(resp.write_responses)
         if len(results) != len(b):
             err = error_for(pb.UNEXPECTED, f"proxy {target} answered {len(results)} results for {len(b)} records")
@@ -176,7 +200,7 @@ class AnswerHandling:
         self._pending_bytes -= b.nbytes - sum(p.nbytes for p in parts)
         self._space.notify_all()
 
-    def _finish(self, st: StreamState, b: Batch, outcomes: list[DLSN | DLError]) -> None:
+    def _finish(self, st: StreamState, b: Batch, outcomes: Sequence[DLSN | DLError]) -> None:
         """Resolve ``b``'s futures and drop it from the stream (caller holds the lock)."""
         b.state = BatchState.DONE
         if b in st.unacked:
@@ -188,16 +212,20 @@ class AnswerHandling:
     def _resolve(self, b: Batch, outcomes: Sequence[DLSN | DLError]) -> None:
         """Queue the outcomes of ``b``'s futures; :meth:`_deliver` sets them once the lock is released (a
         future's callbacks may call back into the client)."""
-        self._outcomes.extend(zip(b.futures, outcomes, strict=True))
+        assert len(b.futures) == len(outcomes)
+        self._outcomes.append((b.futures, outcomes))
 
     def _deliver(self) -> None:
         """Set the queued outcomes (loop thread, lock NOT held)."""
         while self._outcomes:
             batch, self._outcomes = self._outcomes, []
-            for f, o in batch:
-                if f.done():
-                    continue
-                if isinstance(o, DLSN):
-                    f.set_result(o)
-                else:
-                    f.set_exception(o)
+            for futures, outcomes in batch:
+                ok: list[Future[DLSN]] = []
+                dlsns: list[DLSN] = []
+                for f, o in zip(futures, outcomes, strict=True):
+                    if isinstance(o, DLSN):
+                        ok.append(f)
+                        dlsns.append(o)
+                    elif not f.done():
+                        f.set_exception(o)
+                self._futures.resolve(ok, dlsns)  # those already finished (timed out) are left alone

@@ -7,14 +7,24 @@ batch is one ``writeBulk`` request, resent with the SAME producer id and sequenc
 answers for it (that is what makes a resend after a lost reply or a failover safe: a proxy that already stored
 it answers ``duplicate`` with the original DLSNs).
 
+A batch of several records travels as ONE DistributedLog record set (``WriteContext.is_record_set``, the
+records its members, stored as one record that every reader expands; a set of n members takes the sequences
+``seq .. seq+n-1``), as DistributedLog's own client batches: the proxy then handles one payload per request,
+and answers one DLSN (member ``i`` is at its slot + ``i``). With ``record_sets=False`` a batch is a
+``writeBulk`` of separate records instead.
+
 A stream keeps its sealed, unanswered batches in sequence order (``unacked``). The client sends them in that
 order, several in flight at once; one that overtook an earlier one (OUT_OF_ORDER_SEQUENCE) waits until every
-earlier one is answered, then goes again. Consecutive batches waiting to be sent are merged into one request
-(up to the batch limits) when it goes, so a backlog (after a stall or a failover) drains in large requests;
-the proxy takes any request whose sequences continue or overlap what it stored (the overlap is answered as
-duplicates). Records whose ``timeout_s`` ran out have their futures failed ("outcome unknown") but stay in
-``unacked`` and keep being sent: the proxy stores a producer's sequence without gaps, so dropping them would
-stall every later batch of the stream.
+earlier one is answered, then goes again. Consecutive batches waiting to be sent for the first time are merged
+into one request (up to the batch limits) when it goes, so a backlog (after a stall) drains in large requests;
+a batch that was sent once is resent as it was (a record set is stored whole or not at all, so a resend then
+repeats all of a stored request or none of it). A set that does not line up with what the proxy stored (a
+producer id reused by a client that batched differently) is answered RECORD_SET_SPLIT and goes again as
+separate records, each answered on its own.
+
+Records whose ``timeout_s`` ran out have their futures failed ("outcome unknown") but stay in ``unacked`` and
+keep being sent: the proxy stores a producer's sequence without gaps, so dropping them would stall every later
+batch of the stream.
 
 Generations: when the proxy expects a sequence this client no longer holds (records that failed definitively,
 e.g. too large for the proxy, or a proxy that forgot the producer), the stream moves to a new producer id
@@ -26,7 +36,6 @@ fills).
 from __future__ import annotations
 
 import enum
-import zlib
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -58,13 +67,13 @@ class Batch:
     state: BatchState = BatchState.OPEN
     producer_id: str = ""
     seq: int = -1  # sequence of the first payload, set when sealed
-    crc32: int = 0
     attempts: int = 0  # requests sent
     redirects: int = 0  # FOUND answers followed in a row
     tried: list[str] = field(default_factory=list)  # every proxy asked (WriteContext.tried_hosts)
     avoid: set[str] = field(default_factory=set)  # proxies that said they cannot serve it
     target: str = ""  # the proxy of the request in flight (or the last one)
     after_ooo: bool = False  # overtook an earlier batch: resend once every earlier one is answered
+    separate: bool = False  # send as separate records (writeBulk), not as a record set (RECORD_SET_SPLIT)
     last_error: str = ""
 
     def __len__(self) -> int:
@@ -78,10 +87,6 @@ class Batch:
         self.state = BatchState.WAITING
         self.producer_id = producer_id
         self.seq = seq
-        crc = 0
-        for p in self.payloads:
-            crc = zlib.crc32(p, crc)
-        self.crc32 = crc
 
     def split(self, start: int, end: int) -> Batch:
         """A sealed batch of payloads ``[start, end)`` with their original sequence numbers (the part of a bulk
@@ -94,6 +99,7 @@ class Batch:
         part.avoid = set(self.avoid)
         part.last_error = self.last_error
         part.attempts = self.attempts
+        part.separate = self.separate
         part.seal(self.producer_id, self.seq + start)
         return part
 
@@ -108,7 +114,6 @@ class Batch:
         self.payloads.extend(other.payloads)
         self.futures.extend(other.futures)
         self.nbytes += other.nbytes
-        self.crc32 = zlib.crc32(b"".join(other.payloads), self.crc32)
         self.created = min(self.created, other.created)
         self.tried.extend(t for t in other.tried if t not in self.tried)
         other.state = BatchState.DONE

@@ -110,6 +110,16 @@ class Transport:
             raise TransportError(e.code(), str(e.details())) from None
         return resp
 
+    async def write(self, address: str, request: pb.WriteRequest, timeout_s: float) -> pb.WriteResponse:
+        """One ``write`` (a record, or a record set). Raises TransportError."""
+        try:
+            resp: pb.WriteResponse = await self._stub(address).write(
+                request, timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as e:
+            raise TransportError(e.code(), str(e.details())) from None
+        return resp
+
     async def handshake(self, address: str, timeout_s: float) -> pb.ServerInfo:
         """One ``handshake`` with ownerships. Raises TransportError."""
         try:

@@ -33,6 +33,7 @@ import random
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -52,9 +53,11 @@ from dl_proxy.errors import (
 from dl_proxy.ownership import OwnershipCache
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.ring import DEFAULT_VNODES, HashRing
+from storage.common.futures import FutureGroup
 from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, LogRecordTooLongError, OverCapacityError
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORD_SIZE, RECORD_HEADER_SIZE
+from storage.formats.recordset import HEADER_LEN, encode_record_set
 from storage.log.names import validate_log_name
 
 __all__ = ["ProxyClient", "ProxyStatus"]
@@ -63,6 +66,8 @@ log = logging.getLogger(__name__)
 
 #: The largest payload a record may carry (DistributedLog's MAX_LOGRECORD_SIZE less the record header).
 MAX_PAYLOAD = MAX_LOGRECORD_SIZE - RECORD_HEADER_SIZE
+#: Bytes a member adds to a record set besides its payload (its length).
+RECORD_SET_OVERHEAD = 4
 #: A wait longer than this logs what it waits for.
 LOG_WAIT_S = 1.0
 
@@ -91,7 +96,9 @@ class ProxyClient(AnswerHandling):
     * ``timeout_s`` (30): each write's overall time to be acknowledged; then its future fails with
       :class:`~dl_proxy.errors.WriteTimeoutError` (outcome unknown).
     * batching: ``batch_max_records`` (1000), ``batch_max_bytes`` (512 KiB), ``linger_s`` (0.002: how long an
-      open batch waits for more records); ``max_inflight`` (2 requests per stream: the proxy may
+      open batch waits for more records); ``record_sets`` (True: a batch of several records travels and is stored
+      as one DistributedLog record set, as DistributedLog's client batches; False: a ``writeBulk`` of separate
+      records, each its own record in the log); ``max_inflight`` (2 requests per stream: the proxy may
       take concurrent requests out of order, and each one that overtook another costs a resend); ``max_pending_bytes``
       (64 MiB buffered before ``write`` blocks, up to ``timeout_s``, then raises OverCapacityError).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
@@ -116,6 +123,7 @@ class ProxyClient(AnswerHandling):
         batch_max_records: int = 1000,
         batch_max_bytes: int = 512 * 1024,
         linger_s: float = 0.002,
+        record_sets: bool = True,
         max_inflight: int = 2,
         max_pending_bytes: int = 64 * 1024 * 1024,
         request_timeout_s: float = 5.0,
@@ -139,11 +147,17 @@ class ProxyClient(AnswerHandling):
                 raise InvalidArgumentError(f"{name} must be > 0, got {value!r}")
         if batch_max_records < 1 or batch_max_bytes < 1 or max_inflight < 1 or linger_s < 0:
             raise InvalidArgumentError("batch_max_records, batch_max_bytes, max_inflight must be >= 1, linger_s >= 0")
+        if record_sets and batch_max_bytes + RECORD_SET_OVERHEAD * batch_max_records + HEADER_LEN > MAX_PAYLOAD:
+            raise InvalidArgumentError(
+                f"with record_sets, batch_max_bytes + {RECORD_SET_OVERHEAD} * batch_max_records must stay within "
+                f"{MAX_PAYLOAD - HEADER_LEN} (a set is one record); got {batch_max_bytes} and {batch_max_records}"
+            )
         self.producer_id = uuid.uuid4().hex if producer_id is None else str(producer_id)
         self.timeout_s = float(timeout_s)
         self._max_records = batch_max_records
         self._max_bytes = batch_max_bytes
         self._linger_s = linger_s
+        self._record_sets = bool(record_sets)
         self._max_inflight = max_inflight
         self._max_pending = max_pending_bytes
         self._request_timeout_s = request_timeout_s
@@ -156,6 +170,8 @@ class ProxyClient(AnswerHandling):
         self._mu = threading.Lock()
         self._space = threading.Condition(self._mu)
         self._streams: dict[str, StreamState] = {}
+        self._names: dict[str, str] = {}  # stream name as written -> validated name
+        self._futures = FutureGroup()
         self._pending_bytes = 0
         self._closing = False
         self._closed = False
@@ -165,7 +181,7 @@ class ProxyClient(AnswerHandling):
         self.owners = OwnershipCache()
         self._quarantine: dict[str, tuple[float, float]] = {}  # address -> (until, length)
         self._started: dict[str, int] = {}
-        self._outcomes: list[tuple[Future[DLSN], DLSN | DLError]] = []  # loop thread only
+        self._outcomes: list[tuple[Sequence[Future[DLSN]], Sequence[DLSN | DLError]]] = []  # loop thread only
 
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="dl-proxy-client", daemon=True)
@@ -192,45 +208,66 @@ class ProxyClient(AnswerHandling):
         The future fails with a :class:`storage.errors.DLError`: WriteTimeoutError (outcome unknown), or the
         proxy's definitive answer (LogNotFoundError, EndOfStreamError, RequestDeniedError, ...).
         """
-        return self.write_bulk(stream, [payload])[0]
+        if type(payload) is not bytes:
+            return self.write_bulk(stream, [payload])[0]
+        n = len(payload)
+        if n > MAX_PAYLOAD:
+            raise LogRecordTooLongError(f"payload of {n} bytes: a record may carry at most {MAX_PAYLOAD}")
+        return self._append(self._name(stream), (payload,), n)[0]
 
     def write_bulk(self, stream: str, payloads: Iterable[bytes]) -> list[Future[DLSN]]:
         """Queue several records of one stream, in order; one future each. Raises as :meth:`write`."""
-        name = validate_log_name(stream)
+        name = self._name(stream)
         items = [bytes(p) if isinstance(p, bytearray | memoryview) else p for p in payloads]
         for p in items:
             if not isinstance(p, bytes):
                 raise InvalidArgumentError(f"a payload must be bytes, not {type(p).__name__}")
             if len(p) > MAX_PAYLOAD:
                 raise LogRecordTooLongError(f"payload of {len(p)} bytes: a record may carry at most {MAX_PAYLOAD}")
+        return self._append(name, items, sum(map(len, items)))
+
+    def _name(self, stream: str) -> str:
+        """The validated name of ``stream`` (cached). Raises InvalidStreamNameError."""
+        name = self._names.get(stream)
+        if name is None:
+            name = validate_log_name(stream)
+            if len(self._names) < 10_000:
+                self._names[stream] = name
+        return name
+
+    def _append(self, name: str, items: Sequence[bytes], need: int) -> list[Future[DLSN]]:
+        """Append checked payloads (``need`` bytes in all) to the stream's open batch(es); one future each."""
         futures: list[Future[DLSN]] = []
         sealed = False
         arm: list[Batch] = []
+        max_records, max_bytes, new = self._max_records, self._max_bytes, self._futures.new
         with self._mu:
-            self._check_open()
-            need = sum(len(p) for p in items)
-            self._wait_for_space(name, need, block=threading.current_thread() is not self._thread)
+            if self._closing or self._closed:
+                raise AlreadyClosedError("ProxyClient is closed")
+            if self._pending_bytes + need > self._max_pending and self._pending_bytes:
+                self._wait_for_space(name, need, block=threading.current_thread() is not self._thread)
             st = self._streams.get(name)
             if st is None:
                 st = self._streams[name] = StreamState(name, self.producer_id)
-            now = time.monotonic()
             for p in items:
+                n = len(p)
                 b = st.open
-                if b is not None and (len(b) >= self._max_records or b.nbytes + len(p) > self._max_bytes):
+                if b is not None and (len(b.payloads) >= max_records or b.nbytes + n > max_bytes):
                     st.seal_open()
                     sealed = True
                     b = None
                 if b is None:
+                    now = time.monotonic()
                     b = st.open = Batch(name, now, now + self.timeout_s)
                     arm.append(b)
-                fut: Future[DLSN] = Future()
+                fut: Future[DLSN] = new()
                 b.payloads.append(p)
                 b.futures.append(fut)
                 b.written.append(fut)
-                b.nbytes += len(p)
-                self._pending_bytes += len(p)
+                b.nbytes += n
                 futures.append(fut)
-            if st.open is not None and len(st.open) >= self._max_records:
+            self._pending_bytes += need
+            if st.open is not None and len(st.open.payloads) >= max_records:
                 st.seal_open()
                 sealed = True
         if arm or sealed:
@@ -332,13 +369,17 @@ class ProxyClient(AnswerHandling):
         return st.seal_open()
 
     def _wait_futures(self, futures: list[Future[DLSN]], what: str) -> None:
+        """Wait for every one of ``futures`` (in order: each wait is cheap), logging what waits every second."""
         start = time.monotonic()
-        pending = set(futures)
-        while pending:
-            _, pending = concurrent.futures.wait(pending, timeout=LOG_WAIT_S)
-            if pending:
-                log.warning("%s waits %.1fs for %d records: %s", what, time.monotonic() - start, len(pending),
-                            self._describe_waiting())  # fmt: skip
+        for f in futures:
+            while True:
+                try:
+                    f.exception(timeout=LOG_WAIT_S)
+                    break
+                except concurrent.futures.TimeoutError:
+                    pending = sum(1 for g in futures if not g.done())
+                    log.warning("%s waits %.1fs for %d records: %s", what, time.monotonic() - start, pending,
+                                self._describe_waiting())  # fmt: skip
 
     def _describe_waiting(self) -> str:
         with self._mu:
@@ -454,6 +495,8 @@ class ProxyClient(AnswerHandling):
                 return
             if len(b) + len(nxt) > self._max_records or b.nbytes + nxt.nbytes > self._max_bytes:
                 return
+            if b.attempts or nxt.attempts:
+                return  # a batch sent before is resent as it was (stored whole or not at all)
             if nxt is st.open:
                 st.seal_open()
             if nxt.seq != b.last_seq + 1:
@@ -492,15 +535,23 @@ class ProxyClient(AnswerHandling):
 
     async def _send(self, st: StreamState, b: Batch, target: str) -> None:
         ctx = pb.WriteContext(
-            tried_hosts=b.tried,
-            crc32=b.crc32,
-            producer_id=b.producer_id,
-            sequence=b.seq,
-            create_if_missing=self._create,
+            tried_hosts=b.tried, producer_id=b.producer_id, sequence=b.seq, create_if_missing=self._create
         )
-        request = pb.BulkWriteRequest(stream=st.name, data=b.payloads, ctx=ctx)
+        response: pb.WriteResponse | pb.BulkWriteResponse
         try:
-            response = await self._transport.write_bulk(target, request, self._request_timeout_s)
+            if len(b) == 1 or (self._record_sets and not b.separate):
+                data = b.payloads[0] if len(b) == 1 else encode_record_set(b.payloads)
+                ctx.is_record_set = len(b) > 1
+                ctx.crc32 = zlib.crc32(data)
+                request = pb.WriteRequest(stream=st.name, data=data, ctx=ctx)
+                response = await self._transport.write(target, request, self._request_timeout_s)
+            else:
+                crc = 0
+                for p in b.payloads:
+                    crc = zlib.crc32(p, crc)
+                ctx.crc32 = crc
+                bulk = pb.BulkWriteRequest(stream=st.name, data=b.payloads, ctx=ctx)
+                response = await self._transport.write_bulk(target, bulk, self._request_timeout_s)
         except TransportError as e:
             self._on_transport_error(st, b, target, e)
         except Exception as e:  # never leave a batch in flight forever

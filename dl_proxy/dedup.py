@@ -17,6 +17,12 @@ sequences ``s .. s+n-1``:
   even with several requests in flight).
 * an unknown producer (new, or forgotten: below) must start at sequence 0; anything else is
   OUT_OF_ORDER_SEQUENCE with ``expected_sequence = 0`` and a message saying the producer is unknown.
+* a record set (``WriteContext.is_record_set``, how the client sends a batch) of n members takes the sequences
+  ``s .. s+n-1``, one per member, and is stored whole as one record. A set above ``last`` is stored; a set
+  inside ONE stored request answers ``duplicate`` with its first member's original DLSN (the members are
+  consecutive slots); any other set at or below ``last`` (part new, or stored across several requests: its
+  members' DLSNs are not consecutive) answers RECORD_SET_SPLIT, and the client resends its records
+  separately (``writeBulk``), each answered as above.
 
 **Durable with the records.** Each stored request is written as ONE entry (``AsyncLogWriter.write_marked``): a
 control record ``dlproxy1:{"p": producer, "s": first sequence, "n": count}`` followed by the data records. The
@@ -187,6 +193,15 @@ class DedupTable:
             found = next((b for b in st.window if b.first <= s <= b.end), None)
             dups[s] = None if found is None else dlsn_at(found.dlsn, s - found.first)
         return Plan(dups, st.last)
+
+    def covering(self, pid: str, start: int, end: int) -> Future[DLSN] | None:
+        """The DLSN of sequence ``start`` when ONE stored request of ``pid`` holds ``start .. end`` (their DLSNs are
+        then consecutive slots of one entry), else None."""
+        st = self._producers.get(pid)
+        if st is None:
+            return None
+        found = next((b for b in st.window if b.first <= start and end <= b.end), None)
+        return None if found is None else dlsn_at(found.dlsn, start - found.first)
 
     def denied_message(self, pid: str, seq: int) -> str:
         st = self._producers.get(pid)

@@ -46,6 +46,7 @@ from storage.errors import (
     OwnershipAcquireFailedError,
     ProxyClosedError,
     ReadCancelledError,
+    RecordSetSplitError,
     RegionUnavailableError,
     RequestDeniedError,
     RetryableReadError,
@@ -74,6 +75,7 @@ __all__ = [
     "NotImplementedByProxyError",
     "OutOfOrderSequenceError",
     "ProxyClosedError",
+    "RecordSetSplitError",
     "RegionUnavailableError",
     "RequestDeniedError",
     "RetryableReadError",
@@ -124,6 +126,7 @@ _CLASSES: dict[int, type[DLError]] = {
     pb.END_OF_LOG_SEGMENT: EndOfLogSegmentError,
     pb.LOG_SEGMENT_IS_TRUNCATED: LogSegmentIsTruncatedError,
     pb.OUT_OF_ORDER_SEQUENCE: OutOfOrderSequenceError,
+    pb.RECORD_SET_SPLIT: RecordSetSplitError,
     pb.UNEXPECTED: UnexpectedError,
     pb.INTERRUPTED: DLInterruptedError,
     pb.INVALID_STREAM_NAME: InvalidStreamNameError,
@@ -172,6 +175,8 @@ class Disposition(enum.Enum):
     REDIRECT = "redirect"
     #: idempotent producer: resend in sequence order
     RESEQUENCE = "resequence"
+    #: idempotent producer: resend the record set's records separately (a writeBulk), at once
+    SPLIT = "split"
     #: the stream's owner is gone or this proxy cannot take it: forget the owner, try another proxy
     REROUTE = "reroute"
     #: transient on the owner: back off and try it again (same sequence numbers)
@@ -217,6 +222,8 @@ def disposition(code: int) -> Disposition:
         return Disposition.REDIRECT
     if code == pb.OUT_OF_ORDER_SEQUENCE:
         return Disposition.RESEQUENCE
+    if code == pb.RECORD_SET_SPLIT:
+        return Disposition.SPLIT
     if code in _REROUTE:
         return Disposition.REROUTE
     if code in _RETRY:

@@ -19,6 +19,8 @@ TOO_LARGE_RECORD (413)                 a payload above the record limit (a bulk'
 CHECKSUM_FAILED (523)                  ``WriteContext.crc32`` does not match the payload(s)
 LOG_NOT_FOUND (510)                    unknown stream, unless ``create_if_missing`` or ``proxyCreateStreamOnWrite``
 OUT_OF_ORDER_SEQUENCE (530)            a producer's sequence above the next expected (``expected_sequence``)
+RECORD_SET_SPLIT (531)                 a producer's record set repeating its stored requests unevenly (resend its
+                                       records separately)
 ZOOKEEPER_ERROR (505)                  ZooKeeper unreachable (MetadataConnectionError; retriable)
 BAD_REQUEST (400) / INVALID_STREAM_NAME (602)  malformed input
 =====================================  ==========================================================================
@@ -323,13 +325,16 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
             return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"negative sequence {ctx.sequence}"), []
         if not payloads:
             return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="no payload"), []
+        members = 0
         if ctx.is_record_set:
             if len(payloads) != 1:
                 return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="a record set travels alone (write)"), []
             try:
-                record_set_count(payloads[0])
+                members = record_set_count(payloads[0])
             except CorruptedEntryError as e:
                 return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg=f"bad record set: {e}"), []
+            if members < 1:
+                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg="bad record set: no members"), []
         too_large = {i for i, p in enumerate(payloads) if len(p) > MAX_PAYLOAD}
         per: list[pb.WriteResponse | None] = [
             pb.WriteResponse(
@@ -349,7 +354,7 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
         try:
             self._admit(sum(len(p) for _s, p in items))
             s = self._stream(stream, ctx, for_write=True)
-            results = s.write(items, pid, ctx.sequence, len(payloads), record_set=ctx.is_record_set)
+            results = s.write(items, pid, ctx.sequence, len(payloads), members=members)
         except BaseException as e:
             if not isinstance(e, Exception):
                 raise

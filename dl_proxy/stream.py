@@ -38,6 +38,7 @@ from storage.errors import (
     LogRecordTooLongError,
     OutOfOrderSequenceError,
     OverCapacityError,
+    RecordSetSplitError,
     StreamNotReadyError,
     StreamUnavailableError,
 )
@@ -170,40 +171,55 @@ class Stream:
         return w
 
     def write(
-        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, *, record_set: bool = False
+        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, *, members: int = 0
     ) -> list[tuple[Future[DLSN] | None, bool]]:
         """Store the payloads of ``items`` ((sequence, payload), ascending) in order. ``sequence`` and ``count``
         describe the whole request (payloads refused alone, too large, leave gaps in ``items``). Per item: its
         DLSN future (None: a duplicate older than the window, denied) and whether it is a duplicate (already
         stored: the future gives the original DLSN). Without ``producer``, at-least-once (no dedup).
 
+        ``members > 0``: the one item is a record set of that many members, stored as one record with the
+        RECORD_SET flag; it takes the sequences ``sequence .. sequence+members-1`` (one per member, as if they
+        were sent one by one), and its DLSN is its first member's (member ``i`` is at slot + ``i``).
+
         Raises:
             OutOfOrderSequenceError (producers), StreamUnavailableError (not writable here: the stream stopped),
-            OverCapacityError (a writer limit: nothing more stored), LogRecordTooLongError, EndOfStreamError, DLError.
+            OverCapacityError (a writer limit: nothing more stored), LogRecordTooLongError, EndOfStreamError,
+            RecordSetSplitError (a record set repeating its producer's stored requests unevenly), DLError.
         """
-        flags = RECORD_SET if record_set else 0
         with self._lock:
-            return self._write_locked(items, producer, sequence, count, flags)
+            return self._write_locked(items, producer, sequence, count, members)
 
     def _write_locked(
-        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, flags: int
+        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, members: int
     ) -> list[tuple[Future[DLSN] | None, bool]]:
         w = self._check_serving()
         txid = max(now_ms(), w.last_txid)
         out: list[tuple[Future[DLSN] | None, bool]] = []
         todo = items
+        flags = RECORD_SET if members else 0
         if producer:
-            plan = self.table.plan(producer, sequence, count, txid)
+            plan = self.table.plan(producer, sequence, members or count, txid)
             if plan.error is not None:
                 raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
+            if members and sequence <= plan.last:
+                end = sequence + members - 1
+                original = self.table.covering(producer, sequence, end) if end <= plan.last else None
+                if original is None:
+                    raise RecordSetSplitError(
+                        f"producer {producer!r}: the record set of sequences {sequence}..{end} repeats what is "
+                        f"stored (up to {plan.last}) but not as one stored request: resend its records separately"
+                    )
+                return [(original, True)]
             out = [(plan.duplicates.get(seq), True) for seq, _p in items if seq <= plan.last]
             todo = [(seq, p) for seq, p in items if seq > plan.last]
         for group in _groups(todo):
             first = group[0][0]
+            span = members or len(group)
             recs = [LogRecord(txid, p, flags=flags) for _s, p in group]
             used = sum(RECORD_HEADER_SIZE + len(p) for _s, p in group) + RECORD_HEADER_SIZE
             if producer:
-                marker = self.table.marker(producer, first, len(group), txid, MAX_LOGRECORDSET_SIZE - used)
+                marker = self.table.marker(producer, first, span, txid, MAX_LOGRECORDSET_SIZE - used)
             else:
                 marker = NO_PRODUCER
             try:
@@ -214,7 +230,7 @@ class Stream:
                 self._stop_locked(e)
                 raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
             if producer:
-                self.table.stored(producer, first, len(group), futs[0], txid, marker)
+                self.table.stored(producer, first, span, futs[0], txid, marker)
             for f in futs:
                 f.add_done_callback(self._on_settled)
             out += [(f, False) for f in futs]

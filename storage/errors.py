@@ -387,6 +387,16 @@ class OutOfOrderSequenceError(DLError):
         self.expected_sequence = expected_sequence
 
 
+class RecordSetSplitError(DLError):
+    """An idempotent producer's record set repeats what the proxy stored, but not as one stored request (part of it
+    is new, or it was stored in other batches: its members' DLSNs are not consecutive) (RECORD_SET_SPLIT). The
+    client resends its records separately (``writeBulk``), each answered on its own; this reaches a caller only
+    when that cannot be done."""
+
+    code = 531
+    retriable = True
+
+
 class RetryableReadError(LogReadError):
     """A read that may succeed if tried again (RETRYABLE_READ)."""
 

@@ -75,6 +75,8 @@ class _StatusCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StatusCode
     LOG_SEGMENT_IS_TRUNCATED: _StatusCode.ValueType  # 527
     OUT_OF_ORDER_SEQUENCE: _StatusCode.ValueType  # 530
     """idempotent producer: sequence > last stored + 1; resend from ResponseHeader.expected_sequence"""
+    RECORD_SET_SPLIT: _StatusCode.ValueType  # 531
+    """idempotent producer: a record set overlapping its stored requests unevenly; resend its records separately (writeBulk)"""
     UNEXPECTED: _StatusCode.ValueType  # 600
     INTERRUPTED: _StatusCode.ValueType  # 601
     INVALID_STREAM_NAME: _StatusCode.ValueType  # 602
@@ -131,6 +133,8 @@ END_OF_LOG_SEGMENT: StatusCode.ValueType  # 526
 LOG_SEGMENT_IS_TRUNCATED: StatusCode.ValueType  # 527
 OUT_OF_ORDER_SEQUENCE: StatusCode.ValueType  # 530
 """idempotent producer: sequence > last stored + 1; resend from ResponseHeader.expected_sequence"""
+RECORD_SET_SPLIT: StatusCode.ValueType  # 531
+"""idempotent producer: a record set overlapping its stored requests unevenly; resend its records separately (writeBulk)"""
 UNEXPECTED: StatusCode.ValueType  # 600
 INTERRUPTED: StatusCode.ValueType  # 601
 INVALID_STREAM_NAME: StatusCode.ValueType  # 602

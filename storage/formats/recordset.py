@@ -31,13 +31,14 @@ Errors: malformed set bytes raise :class:`~storage.errors.CorruptedEntryError`; 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, Final
 
 import lz4.block
 
 from storage.errors import CorruptedEntryError, InvalidArgumentError, LogRecordTooLongError
-from storage.formats.dlsn import _dlsn_unchecked
+from storage.formats.dlsn import DLSN, _dlsn_unchecked
 from storage.formats.record import (
     MAX_LOGRECORD_SIZE,
     RECORD_SET,
@@ -55,7 +56,9 @@ __all__ = [
     "compress",
     "decode_record_set",
     "decompress",
+    "encode_record_set",
     "expand_record_set",
+    "member_dlsns",
 ]
 
 
@@ -223,6 +226,32 @@ class RecordSetWriter:
     def to_record(self, txid: int) -> LogRecord:
         """A :class:`~storage.formats.record.LogRecord` with the RECORD_SET flag whose payload is :meth:`to_bytes`."""
         return LogRecord(txid, self.to_bytes(), flags=RECORD_SET)
+
+
+def encode_record_set(payloads: Sequence[bytes]) -> bytes:
+    """The uncompressed record set of ``payloads`` in one pass (what :class:`RecordSetWriter` builds member by
+    member; for callers that already hold every member, checked).
+
+    Raises :class:`~storage.errors.LogRecordTooLongError` for a member longer than ``MAX_LOGRECORD_SIZE``.
+    """
+    pack = _LEN.pack
+    parts: list[bytes] = []
+    append = parts.append
+    size = 0
+    for p in payloads:
+        n = len(p)
+        if n > MAX_LOGRECORD_SIZE:
+            raise LogRecordTooLongError(f"log record of size {n} written when only {MAX_LOGRECORD_SIZE} is allowed")
+        append(pack(n))
+        append(p)
+        size += 4 + n
+    return _HEADER.pack(_VERSION | int(CompressionCodec.NONE), len(payloads), size, size) + b"".join(parts)
+
+
+def member_dlsns(first: DLSN, count: int) -> list[DLSN]:
+    """The DLSNs of the ``count`` members of a record set whose first member is at ``first``: ``(l, e, s + i)``."""
+    lssn, entry_id, slot = first.lssn, first.entry_id, first.slot_id
+    return [_dlsn_unchecked(lssn, entry_id, slot + i) for i in range(count)]
 
 
 def decode_record_set(payload: bytes | bytearray | memoryview) -> list[bytes]:

@@ -45,11 +45,17 @@ def results(futures: list[Future[storage.DLSN]]) -> list[storage.DLSN]:
     return [f.result(timeout=120) for f in futures]
 
 
-def test_write_flush_and_read_back_through_two_proxies(zk_uri: str, proxy_process: StartProxy) -> None:
+@pytest.mark.parametrize("record_sets", [True, False], ids=["record-sets", "separate-records"])
+def test_write_flush_and_read_back_through_two_proxies(
+    zk_uri: str, proxy_process: StartProxy, record_sets: bool
+) -> None:
+    """Batches travel as record sets (the default) or as writeBulk requests of separate records: the same records,
+    the same DLSNs as read back."""
     _, a = proxy_process(zk_uri)
     _, b = proxy_process(zk_uri)
-    streams = ["events-a", "events-b", "events-c"]
-    with ProxyClient(uri=zk_uri, create_if_missing=True, batch_max_records=7, max_inflight=4) as client:
+    streams = [f"events-{record_sets}-a", f"events-{record_sets}-b", f"events-{record_sets}-c"]
+    opts = {"batch_max_records": 7, "max_inflight": 4, "record_sets": record_sets}
+    with ProxyClient(uri=zk_uri, create_if_missing=True, **opts) as client:  # type: ignore[arg-type]
         futures = {s: [client.write(s, f"{s}-{i}".encode()) for i in range(300)] for s in streams}
         client.flush()
         dlsns = {s: results(fs) for s, fs in futures.items()}
@@ -83,9 +89,10 @@ def test_a_resend_with_the_same_producer_id_and_sequence_is_not_stored_again(
 ) -> None:
     _, a = proxy_process(zk_uri)
     payloads = [f"j-{i}".encode() for i in range(20)]
-    with ProxyClient(proxies=[a], producer_id="journal-1", create_if_missing=True) as first:
+    with ProxyClient(proxies=[a], producer_id="journal-1", create_if_missing=True, batch_max_records=7) as first:
         original = results(first.write_bulk("journal", payloads))
     # a new client with the same producer id replays the journal from sequence 0: every record is a duplicate
+    # (its record set of 20 does not line up with the sets of 7 stored: RECORD_SET_SPLIT, resent record by record)
     with ProxyClient(proxies=[a], producer_id="journal-1") as again:
         replayed = results(again.write_bulk("journal", payloads))
         extra = again.write("journal", b"j-20").result(timeout=60)

@@ -20,7 +20,9 @@ from storage.formats.recordset import (
     compress,
     decode_record_set,
     decompress,
+    encode_record_set,
     expand_record_set,
+    member_dlsns,
 )
 from tests.storage.formats._strategies import FUZZ, PROPERTY, mutated
 
@@ -201,6 +203,26 @@ def test_round_trip(members: list[bytes], codec: CompressionCodec) -> None:
     assert w.num_records == len(members)
     assert w.num_bytes == 16 + sum(4 + len(m) for m in members)
     assert decode_record_set(w.to_bytes()) == members
+
+
+@PROPERTY
+@given(st.lists(st.binary(max_size=100), max_size=30), st.integers(0, 1000))
+def test_encode_in_one_pass_equals_the_writer(members: list[bytes], slot: int) -> None:
+    """encode_record_set (the proxy client's one-pass encoder) gives the bytes RecordSetWriter builds, and
+    member_dlsns the DLSNs expand_record_set gives the members."""
+    w = RecordSetWriter()
+    for m in members:
+        w.write(m)
+    data = encode_record_set(members)
+    assert data == w.to_bytes()
+    if members:
+        expanded = expand_record_set(_set_record(data, DLSN(7, 3, slot), 9, 0, 0))
+        assert [r.dlsn for r in expanded] == member_dlsns(DLSN(7, 3, slot), len(members))
+
+
+def test_encode_rejects_a_too_long_member() -> None:
+    with pytest.raises(LogRecordTooLongError):
+        encode_record_set([b"ok", b"x" * (MAX_LOGRECORD_SIZE + 1)])
 
 
 def _check(data: bytes) -> None:

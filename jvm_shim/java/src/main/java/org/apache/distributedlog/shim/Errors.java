@@ -78,7 +78,8 @@ import org.apache.distributedlog.exceptions.WriteException;
  * <td>UNSUPPORTED_METADATA_VERSION</td></tr>
  * <tr><td>LogSegmentNotFoundError</td><td>LogSegmentNotFoundException</td><td>LOG_SEGMENT_NOT_FOUND</td></tr>
  * <tr><td>LogSegmentIsTruncatedError</td><td>LogSegmentIsTruncatedException</td><td>LOG_SEGMENT_IS_TRUNCATED</td></tr>
- * <tr><td>SegmentStoreError, LedgerNotFoundError</td><td>DLException (through DLError)</td><td>-</td></tr>
+ * <tr><td>SegmentStoreError, LedgerNotFoundError, ColdStoreError, ColdObjectNotFoundError, NamespaceNotFoundError
+ * </td><td>DLException (through DLError)</td><td>-</td></tr>
  * <tr><td>IllegalStateError</td><td>DLIllegalStateException</td><td>ILLEGAL_STATE</td></tr>
  * <tr><td>AlreadyClosedError</td><td>AlreadyClosedException</td><td>ALREADY_CLOSED</td></tr>
  * <tr><td>UnexpectedError (also any non-DLError Python exception)</td><td>UnexpectedException</td>
@@ -170,7 +171,8 @@ public final class Errors {
             "TransactionIdOutOfOrderError", "EndOfStreamError", "LogRecordTooLongError",
             "AlreadyTruncatedTransactionError", "CorruptedEntryError", "ReadCancelledError", "LogReadError",
             "IdleReaderError", "MetadataError", "LogSegmentNotFoundError", "LogSegmentIsTruncatedError",
-            "SegmentStoreError", "IllegalStateError", "UnexpectedError", "DLInterruptedError"}) {
+            "SegmentStoreError", "IllegalStateError", "UnexpectedError", "DLInterruptedError",
+            "NamespaceNotFoundError"}) {
             p.put(c, "DLError");
         }
         p.put("InvalidConfigError", "InvalidArgumentError");
@@ -186,6 +188,8 @@ public final class Errors {
         p.put("NoNodeError", "MetadataError");
         p.put("UnsupportedMetadataVersionError", "MetadataError");
         p.put("LedgerNotFoundError", "SegmentStoreError");
+        p.put("ColdStoreError", "SegmentStoreError");
+        p.put("ColdObjectNotFoundError", "ColdStoreError");
         p.put("AlreadyClosedError", "IllegalStateError");
         PYTHON_PARENTS = Collections.unmodifiableMap(p);
     }
