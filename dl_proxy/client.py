@@ -98,8 +98,9 @@ class ProxyClient(AnswerHandling):
     * batching: ``batch_max_records`` (1000), ``batch_max_bytes`` (512 KiB), ``linger_s`` (0.002: how long an
       open batch waits for more records); ``record_sets`` (True: a batch of several records travels and is stored
       as one DistributedLog record set, as DistributedLog's client batches; False: a ``writeBulk`` of separate
-      records, each its own record in the log); ``max_inflight`` (2 requests per stream: the proxy may
-      take concurrent requests out of order, and each one that overtook another costs a resend); ``max_pending_bytes``
+      records, each its own record in the log); ``max_inflight`` (4 requests per stream, as Kafka's
+      producer allows 5: a request that reaches the proxy before an earlier one waits there for it a moment; one
+      that waited too long is answered OUT_OF_ORDER_SEQUENCE and sent again); ``max_pending_bytes``
       (64 MiB buffered before ``write`` blocks, up to ``timeout_s``, then raises OverCapacityError).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
       ``max_redirects`` (3 FOUND answers followed in a row before backing off).
@@ -124,7 +125,7 @@ class ProxyClient(AnswerHandling):
         batch_max_bytes: int = 512 * 1024,
         linger_s: float = 0.002,
         record_sets: bool = True,
-        max_inflight: int = 2,
+        max_inflight: int = 4,
         max_pending_bytes: int = 64 * 1024 * 1024,
         request_timeout_s: float = 5.0,
         backoff_start_s: float = 0.02,

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Room kept in an entry for the producer marker (its fixed part; snapshots use what the records leave).
 MARKER_ROOM = 1024
+#: How long a request that overtook an earlier one of its producer waits for it before OUT_OF_ORDER_SEQUENCE.
+ORDER_WAIT_S = 0.05
 
 
 class State(enum.Enum):
@@ -79,6 +81,7 @@ class Stream:
         self.error: DLError | None = None
         self._ready = threading.Event()
         self._lock = threading.Lock()  # sequences writes (and the state changes that stop them)
+        self._sequenced = threading.Condition(self._lock)  # a producer's request was stored (or the stream stopped)
         self._dlm: LogManager | None = None
         self._writer: AsyncLogWriter | None = None
         self.table = DedupTable(
@@ -193,15 +196,26 @@ class Stream:
     def _write_locked(
         self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, members: int
     ) -> list[tuple[Future[DLSN] | None, bool]]:
-        w = self._check_serving()
-        txid = max(now_ms(), w.last_txid)
+        deadline = 0.0
+        while True:
+            w = self._check_serving()
+            txid = max(now_ms(), w.last_txid)
+            if not producer:
+                break
+            plan = self.table.plan(producer, sequence, members or count, txid)
+            if plan.error is None:
+                break
+            # the RPC threads serving one connection race to this lock: an earlier request of the producer may be
+            # a moment away; wait for it a little before answering OUT_OF_ORDER_SEQUENCE (which costs a resend)
+            now = time.monotonic()
+            deadline = deadline or now + ORDER_WAIT_S
+            if now >= deadline:
+                raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
+            self._sequenced.wait(deadline - now)
         out: list[tuple[Future[DLSN] | None, bool]] = []
         todo = items
         flags = RECORD_SET if members else 0
         if producer:
-            plan = self.table.plan(producer, sequence, members or count, txid)
-            if plan.error is not None:
-                raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
             if members and sequence <= plan.last:
                 end = sequence + members - 1
                 original = self.table.covering(producer, sequence, end) if end <= plan.last else None
@@ -231,6 +245,7 @@ class Stream:
                 raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
             if producer:
                 self.table.stored(producer, first, span, futs[0], txid, marker)
+                self._sequenced.notify_all()
             for f in futs:
                 f.add_done_callback(self._on_settled)
             out += [(f, False) for f in futs]
@@ -281,6 +296,7 @@ class Stream:
             if self.state in (State.CLOSING, State.CLOSED, State.ERROR):
                 return
             self.state = State.CLOSING
+            self._sequenced.notify_all()
             w = self._writer
         if w is not None:
             try:
@@ -299,6 +315,7 @@ class Stream:
             return
         log.warning("stream %r stops on this proxy: %s", self.name, cause)
         self.state = State.CLOSING
+        self._sequenced.notify_all()
         w = self._writer
         if w is not None:
             try:
