@@ -168,8 +168,8 @@ def test_create_delete_truncate_owner(zk_local_uri: str, proxy_process: StartPro
 def test_record_sets(zk_local_uri: str, proxy_process: StartProxy) -> None:
     """A LogRecordSet travels as one payload (DistributedLog's record set writes): its members are read as records;
     a set of n members takes n sequences of its producer (a later single record at a member's sequence is that
-    member's duplicate, a set repeating part of what is stored is refused); a malformed one is refused with
-    INVALID_ENVELOPED_ENTRY and nothing is written."""
+    member's duplicate, a set that does not line up with one stored request answers RECORD_SET_SPLIT); a malformed
+    one is refused with INVALID_ENVELOPED_ENTRY and nothing is written."""
     _p, addr = proxy_process(zk_local_uri, conf={"proxyCreateStreamOnWrite": True})
     rs = RecordSetWriter()
     for m in (b"m0", b"m1", b"m2"):
@@ -186,23 +186,17 @@ def test_record_sets(zk_local_uri: str, proxy_process: StartProxy) -> None:
         assert one.duplicate and storage.DLSN.deserialize(one.dlsn) == storage.DLSN(
             first.lssn, first.entry_id, 1 + first.slot_id
         )
-        inside = s.write(
-            pb.WriteRequest(
-                stream="sets",
-                data=encode_record_set([b"m1", b"m2"]),
-                ctx=pb.WriteContext(is_record_set=True, producer_id="rs", sequence=1),
-            ),
-            timeout=T,
-        )
+
+        def write_set(members: list[bytes], sequence: int) -> pb.WriteResponse:
+            ctx = pb.WriteContext(is_record_set=True, producer_id="rs", sequence=sequence)
+            resp: pb.WriteResponse = s.write(
+                pb.WriteRequest(stream="sets", data=encode_record_set(members), ctx=ctx), timeout=T
+            )
+            return resp
+
+        inside = write_set([b"m1", b"m2"], 1)
         assert inside.duplicate and inside.dlsn == one.dlsn, "a set inside one stored request: its first member's DLSN"
-        part = s.write(
-            pb.WriteRequest(
-                stream="sets",
-                data=encode_record_set([b"m2", b"m3"]),
-                ctx=pb.WriteContext(is_record_set=True, producer_id="rs", sequence=2),
-            ),
-            timeout=T,
-        )
+        part = write_set([b"m2", b"m3"], 2)
         assert part.header.code == pb.RECORD_SET_SPLIT and "separately" in part.header.err_msg, part
         ooo = s.write(pb.WriteRequest(stream="sets", data=b"m9", ctx=pb.WriteContext(producer_id="rs", sequence=9)))
         assert ooo.header.code == pb.OUT_OF_ORDER_SEQUENCE and ooo.header.expected_sequence == 3, ooo
