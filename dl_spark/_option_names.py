@@ -25,8 +25,8 @@ __all__ = [
     "conf_options",
 ]
 
-#: Options ``dlog.<key>`` are DistributedLog configuration keys of the namespace the sink opens
-#: (``dlog.logSegmentRetentionHours``, ``dlog.compressionType``...), as Kafka's ``kafka.<key>``.
+#: Options ``dlog.<key>`` are DistributedLog configuration keys of the namespace the source or the sink opens
+#: (``dlog.logSegmentRetentionHours``, ``dlog.coldStoreAccessKey``...), as Kafka's ``kafka.<key>``.
 CONF_PREFIX = "dlog."
 
 #: The options Spark passes to a data source on its own.

@@ -13,9 +13,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from dl_spark._option_names import check_source_option_names
+from dl_spark._option_names import CONF_PREFIX, check_source_option_names, conf_options
 from dl_spark.errors import SourceOptionError
 from dl_spark.offsets import offset_to_dlsn
 from storage.errors import InvalidArgumentError, InvalidStreamNameError
@@ -85,6 +85,13 @@ class SourceOptions:
     #: Under which name a streaming query records its committed positions in each log's
     #: subscriptions store (``subscriberId``; default :func:`default_subscriber_id`).
     subscriber_id: str = ""
+    #: ``dlog.<key>`` options: DistributedLog configuration of the namespace the source opens, in the driver and
+    #: in every reading task (e.g. ``dlog.coldStoreAccessKey``/``dlog.coldStoreSecretKey`` for an S3 cold store).
+    conf: tuple[tuple[str, Any], ...] = ()
+
+    def conf_dict(self) -> dict[str, Any] | None:
+        """The ``dlog.<key>`` configuration overrides, or None."""
+        return dict(self.conf) or None
 
     def matches(self, log: str) -> bool:
         """True if ``log`` is one of this source's logs (named in ``streams`` or matching ``streamPattern``)."""
@@ -211,7 +218,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             an unknown option (naming the closest valid one); ``startingOffsets`` with ``startingTxId``,
             ``endingOffsets`` with ``endingTxId``, or ``endingTxId`` below ``startingTxId``.
     """
-    check_source_option_names(options)
+    conf = conf_options(options, SourceOptionError)
+    check_source_option_names({k: v for k, v in options.items() if not str(k).lower().startswith(CONF_PREFIX)})
     opts = {str(k).lower(): v for k, v in options.items()}
     uri = (_get(opts, "uri") or "").strip()
     if not uri:
@@ -283,6 +291,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         ending_txid=ending_txid,
         subscriber_id=subscriber,
+        conf=tuple(sorted(conf.items())),
     )
     for spec, key in ((starting, "startingOffsets"), (ending, "endingOffsets")):
         for log, _ in spec.per_log if spec is not None else ():

@@ -63,15 +63,15 @@ log = logging.getLogger(__name__)
 def _inspector(opts: SourceOptions, name: str) -> LogInspector:
     """A snapshot of ``name``'s segments. Raises LogNotFoundError if the log does not exist,
     NamespaceNotFoundError if the namespace does not (a reader never creates it)."""
-    ns = _handles.namespace(opts.uri, create=False)
-    dlm = _handles.log_manager(opts.uri, name, create=False)
+    ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
+    dlm = _handles.log_manager(opts.uri, name, opts.conf_dict(), create=False)
     return LogInspector(name, ns.segstore, dlm.log_segments())
 
 
 def _current_logs(opts: SourceOptions) -> list[str]:
     """The source's logs that exist now (``streams`` in order given, or pattern matches sorted).
     Raises NamespaceNotFoundError if the namespace does not exist."""
-    ns = _handles.namespace(opts.uri, create=False)
+    ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
     if opts.streams is not None:
         return [s for s in opts.streams if ns.log_exists(s)]
     return [name for name in ns.list_logs() if opts.matches(name)]
@@ -80,7 +80,7 @@ def _current_logs(opts: SourceOptions) -> list[str]:
 def _check_logs_exist(opts: SourceOptions) -> None:
     """Raises NamespaceNotFoundError if the namespace does not exist (nothing is created),
     SourceOptionError if a log named in ``streams`` does not."""
-    ns = _handles.namespace(opts.uri, create=False)
+    ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
     if opts.streams is None:
         return
     missing = [s for s in opts.streams if not ns.log_exists(s)]
@@ -202,7 +202,7 @@ def _partitions_for(
     specs = plan_partitions(
         planned, max_records_per_partition=opts.max_records_per_partition, min_partitions=opts.min_partitions
     )
-    return [LogSlicePartition(opts.uri, sp, opts.fail_on_data_loss) for sp in specs]
+    return [LogSlicePartition(opts.uri, sp, opts.fail_on_data_loss, opts.conf) for sp in specs]
 
 
 def _deleted(opts: SourceOptions, name: str, pos: DLSN | None) -> None:

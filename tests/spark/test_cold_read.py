@@ -1,25 +1,46 @@
-"""spark.read across the hot/cold boundary: a log whose older segments live only in the cold store (their hot
-copies purged), a hot completed segment and an in-progress one, read with exact rows and positioned by txid inside
-a cold segment."""
+"""spark.read and spark.readStream across the hot/cold boundary: a log whose older segments live only in the cold
+store (their hot copies purged), a hot completed segment and an in-progress one, read with exact rows and positioned
+by txid inside a cold segment."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
+
+import pytest
 
 import storage
 from storage.log.layout import LogMetadata
 from storage.log.offload import offload_log
 from storage.log.tiered import TieredSegmentStore
+from tests.ceph import RadosGateway, radosgw  # noqa: F401
 from tests.spark.helpers import CONF, assert_rows, log_rows, write_segments
 from tests.zk import ZooKeeperServer
 
 
+@pytest.mark.parametrize("cold_kind", ["file", "s3"])
 def test_batch_read_across_hot_and_cold_segments(
-    spark: object, zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path
+    spark: object,
+    zk_server: ZooKeeperServer,
+    zk_chroot: str,
+    tmp_path: Path,
+    cold_kind: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """On a filesystem cold store and on S3 (the session Ceph's radosgw). Spark's Python workers get the S3
+    credentials from the source's ``dlog.coldStoreAccessKey`` / ``dlog.coldStoreSecretKey`` options; this test
+    process (writing, offloading, reading with the core library) from the usual AWS variables."""
     uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
-    storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}", cold=f"file://{tmp_path / 'cold'}")
+    cold, options = f"file://{tmp_path / 'cold'}", {}
+    if cold_kind == "s3":
+        gw: RadosGateway = request.getfixturevalue("radosgw")
+        cold = gw.cold_uri(f"spark-{uuid.uuid4().hex[:12]}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", gw.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", gw.secret_key)
+        options = {"dlog.coldStoreAccessKey": gw.access_key, "dlog.coldStoreSecretKey": gw.secret_key}
+    storage.bind_namespace(uri, segments=f"file://{tmp_path / 'segments'}", cold=cold)
     segments = [[f"s{s}-{i}".encode() for i in range(n)] for s, n in enumerate((40, 25, 30))]
     write_segments(uri, "c", segments)
     before = log_rows(uri, ["c"])  # read from the hot store, before anything was offloaded
@@ -40,16 +61,36 @@ def test_batch_read_across_hot_and_cold_segments(
             live = log_rows(uri, ["c"], start=storage.DLSN(4, 0, 0))
             assert [r[4] for r in live] == [f"live-{i}".encode() for i in range(5)]
             expected = before + live
-            df = spark.read.format("distributedlog").option("uri", uri).option("streams", "c").load()  # type: ignore[attr-defined]
+            df = spark.read.format("distributedlog").option("uri", uri).option("streams", "c").options(**options).load()  # type: ignore[attr-defined]
             assert_rows(spark, df, expected)
             mid = (
                 spark.read.format("distributedlog")  # type: ignore[attr-defined]
                 .option("uri", uri)
                 .option("streams", "c")
                 .option("startingTxId", 50)  # inside the second segment, a cold one
+                .options(**options)
                 .load()
             )
             assert_rows(spark, mid, expected[49:])
-            print(f"spark read {len(expected)} rows, {len(segments[0]) + len(segments[1])} of them from cold segments")
+            name = f"cold_stream_{cold_kind}"  # the streaming source plans and reads the cold segments too
+            query = (
+                spark.readStream.format("distributedlog")  # type: ignore[attr-defined]
+                .option("uri", uri)
+                .option("streams", "c")
+                .option("startingOffsets", "earliest")
+                .option("maxRecordsPerTrigger", 40)
+                .options(**options)
+                .load()
+                .writeStream.format("memory")
+                .queryName(name)
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination(300)
+            assert_rows(spark, spark.table(name), expected)  # type: ignore[attr-defined]
+            print(
+                f"spark read {len(expected)} rows, {len(segments[0]) + len(segments[1])} of them from {cold_kind} cold"
+            )
         finally:
             w.close()

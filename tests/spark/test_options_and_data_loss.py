@@ -38,6 +38,8 @@ def uri(tmp_path: Path) -> str:
         ({"streams": "a,nope"}, "do not exist"),
         ({"streams": "a", "maxRecordsPerTrigger": "lots"}, "maxRecordsPerTrigger must be an integer"),
         ({"streams": "a", "failOnDataLoss": "maybe"}, "failOnDataLoss must be 'true' or 'false'"),
+        ({"streams": "a", "dlog.nosuchkey": "1"}, "option dlog.nosuchkey"),
+        ({"streams": "a", "dlog.readAheadMaxRecords": "many"}, "key 'readAheadMaxRecords': expected an integer"),
     ],
 )
 def test_bad_options_fail_at_load(spark, uri: str, options: dict[str, str], message: str) -> None:
@@ -49,6 +51,17 @@ def test_bad_options_fail_at_load(spark, uri: str, options: dict[str, str], mess
             reader.format("distributedlog").options(**opts).load()
         assert message in str(err.value)
         assert any(message in line and "SourceOptionError" in line for line in str(err.value).splitlines())
+
+
+def test_dlog_options_configure_the_namespace_the_source_opens(spark, uri: str) -> None:
+    """``dlog.<key>`` options (as the sink's, and Kafka's ``kafka.<key>``) reach the source's namespace in the
+    driver and in every reading task; the rows are the same."""
+    from dl_spark.options import parse_source_options
+
+    opts = parse_source_options({"uri": uri, "streams": "a", "dlog.readaheadmaxrecords": "7"})
+    assert opts.conf == (("readAheadMaxRecords", 7),)
+    df = spark.read.format("distributedlog").options(uri=uri, streams="a", **{"dlog.readAheadMaxRecords": "7"}).load()
+    assert_rows(spark, df, log_rows(uri, ["a"]))
 
 
 def test_ending_offsets_on_a_stream_fails_before_reading(spark, uri: str) -> None:
