@@ -213,7 +213,7 @@ class ProxyClient(AnswerHandling):
             return self.write_bulk(stream, [payload])[0]
         n = len(payload)
         if n > MAX_PAYLOAD:
-            raise LogRecordTooLongError(f"payload of {n} bytes: a record may carry at most {MAX_PAYLOAD}")
+            raise _too_long(n)
         return self._append(self._name(stream), (payload,), n)[0]
 
     def write_bulk(self, stream: str, payloads: Iterable[bytes]) -> list[Future[DLSN]]:
@@ -224,7 +224,7 @@ class ProxyClient(AnswerHandling):
             if not isinstance(p, bytes):
                 raise InvalidArgumentError(f"a payload must be bytes, not {type(p).__name__}")
             if len(p) > MAX_PAYLOAD:
-                raise LogRecordTooLongError(f"payload of {len(p)} bytes: a record may carry at most {MAX_PAYLOAD}")
+                raise _too_long(len(p))
         return self._append(name, items, sum(map(len, items)))
 
     def _name(self, stream: str) -> str:
@@ -243,10 +243,8 @@ class ProxyClient(AnswerHandling):
         arm: list[Batch] = []
         max_records, max_bytes, new = self._max_records, self._max_bytes, self._futures.new
         with self._mu:
-            if self._closing or self._closed:
-                raise AlreadyClosedError("ProxyClient is closed")
-            if self._pending_bytes + need > self._max_pending and self._pending_bytes:
-                self._wait_for_space(name, need, block=threading.current_thread() is not self._thread)
+            self._check_open()
+            self._wait_for_space(name, need)
             st = self._streams.get(name)
             if st is None:
                 st = self._streams[name] = StreamState(name, self.producer_id)
@@ -344,11 +342,12 @@ class ProxyClient(AnswerHandling):
         if self._closing or self._closed:
             raise AlreadyClosedError("ProxyClient is closed")
 
-    def _wait_for_space(self, stream: str, need: int, *, block: bool) -> None:
+    def _wait_for_space(self, stream: str, need: int) -> None:
         """Block (holding nothing but the condition) while the buffered bytes exceed ``max_pending_bytes``; never
         on the client's own thread (a future's callback that writes), which must keep answering."""
         if self._pending_bytes + need <= self._max_pending or self._pending_bytes == 0:
             return
+        block = threading.current_thread() is not self._thread
         start = time.monotonic()
         logged = start
         while self._pending_bytes + need > self._max_pending and self._pending_bytes > 0:
@@ -618,6 +617,10 @@ class ProxyClient(AnswerHandling):
             return ProxyStatus(address, str(pb.ServerStatus.Name(info.server_status)), dict(info.ownerships))
 
         return list(await asyncio.gather(*(one(a) for a in addresses)))
+
+
+def _too_long(n: int) -> LogRecordTooLongError:
+    return LogRecordTooLongError(f"payload of {n} bytes: a record may carry at most {MAX_PAYLOAD}")
 
 
 def _read_pem(path: str | None) -> bytes | None:

@@ -140,6 +140,12 @@ def dlsn_at(first: Future[DLSN], offset: int) -> Future[DLSN]:
     return out
 
 
+def _dlsn_in_window(st: Producer, start: int, end: int) -> Future[DLSN] | None:
+    """The DLSN of sequence ``start`` if one remembered request of ``st`` holds ``start .. end``, else None."""
+    found = next((b for b in st.window if b.first <= start and end <= b.end), None)
+    return None if found is None else dlsn_at(found.dlsn, start - found.first)
+
+
 class DedupTable:
     """The idempotent producers of ONE stream, owned by the stream's single writer (callers serialize
     :meth:`plan` and :meth:`stored` under the stream's lock)."""
@@ -190,18 +196,14 @@ class DedupTable:
             )
         dups: dict[int, Future[DLSN] | None] = {}
         for s in range(seq, min(seq + count, st.last + 1)):
-            found = next((b for b in st.window if b.first <= s <= b.end), None)
-            dups[s] = None if found is None else dlsn_at(found.dlsn, s - found.first)
+            dups[s] = _dlsn_in_window(st, s, s)
         return Plan(dups, st.last)
 
     def covering(self, pid: str, start: int, end: int) -> Future[DLSN] | None:
         """The DLSN of sequence ``start`` when ONE stored request of ``pid`` holds ``start .. end`` (their DLSNs are
         then consecutive slots of one entry), else None."""
         st = self._producers.get(pid)
-        if st is None:
-            return None
-        found = next((b for b in st.window if b.first <= start and end <= b.end), None)
-        return None if found is None else dlsn_at(found.dlsn, start - found.first)
+        return None if st is None else _dlsn_in_window(st, start, end)
 
     def denied_message(self, pid: str, seq: int) -> str:
         st = self._producers.get(pid)
