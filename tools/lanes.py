@@ -31,6 +31,8 @@ from pathlib import Path
 
 #: pytest's last line: ``818 passed, 2 skipped in 123.45s (0:02:03)``, ``no tests ran in 0.01s``...
 _SUMMARY = re.compile(r"(\d+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran)\b.* in \d")
+#: pytest's short test summary lines: ``FAILED tests/x.py::test_y - AssertionError: ...``.
+_FAILURE = re.compile(r"(FAILED|ERROR) \S")
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Lane:
     started: float = 0.0
     ended: float = 0.0
     summary: str = ""
+    failures: list[str] = field(default_factory=list)
 
     def argv(self, extra: list[str]) -> list[str]:
         return [sys.executable, "-m", "pytest", *self.paths, *(f"--ignore={p}" for p in self.ignore), *extra]
@@ -80,6 +83,8 @@ def _pump(lane: Lane, log: Path, lock: threading.Lock) -> None:
 def _echo(lane: Lane, line: str, width: int, lock: threading.Lock) -> None:
     if _SUMMARY.search(line):
         lane.summary = line.strip("= ")
+    if _FAILURE.match(line):
+        lane.failures.append(line)
     with lock:
         sys.stdout.write(f"[{lane.name:<{width}}] {line}\n")
         sys.stdout.flush()
@@ -110,6 +115,11 @@ def run(lanes: list[Lane], extra: list[str], log_dir: Path) -> int:
             if lane.proc is not None and lane.proc.poll() is None:
                 lane.proc.terminate()
         raise
+    # every lane's failures again, together at the end: a lane that ended early printed its own long ago,
+    # and a CI log is often read from its tail
+    failures = [f"[{lane.name}] {line[:300]}" for lane in lanes for line in lane.failures]
+    if failures:
+        print("\nfailures of every lane:", *failures, sep="\n")
     print(f"\n{'lane':<10} {'status':>6} {'wall':>8}  summary (logs in {log_dir})")
     for lane in lanes:
         assert lane.proc is not None

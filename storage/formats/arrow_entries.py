@@ -34,7 +34,6 @@ __all__ = ["EncodedEntry", "encode_entries"]
 
 _ENVELOPE = struct.Struct(">Biii")
 _INT32_MAX = (1 << 31) - 1
-_EMPTY = pa.scalar(b"", pa.binary())
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
@@ -135,7 +134,7 @@ def encode_entries(
         tx = _big_endian(_values(txids.cast(pa.int64()), "q"))
     sizes = _big_endian(_values(lengths, "i"))
     records = pc.binary_join_element_wise(
-        _fixed_width(meta, 8, n), _fixed_width(tx, 8, n), _fixed_width(sizes, 4, n), values, _EMPTY
+        _fixed_width(meta, 8, n), _fixed_width(tx, 8, n), _fixed_width(sizes, 4, n), values, pa.scalar(b"", pa.binary())
     )
     offsets = array("i")
     offset_buf, data_buf = records.buffers()[1], records.buffers()[2]

@@ -65,14 +65,16 @@ _CODEC_MASK = 0x3
 _POS_MASK = 0xFFFFFFFF
 _INT32_MAX = (1 << 31) - 1
 
-_odd_cache: pa.Array = pa.array([], pa.int32())
+#: Built on first use: ``pa.array`` imports pandas when it is installed (0.4 s), which a process that
+#: never reads columns (the CLI, a Spark worker that only plans) should not pay at import.
+_odd_cache: pa.Array | None = None
 
 
 def _odd(n: int) -> pa.Array:
     """``[1, 3, ..., 2 n - 1]`` as int32 (a slice of a cached array)."""
     global _odd_cache
-    if len(_odd_cache) < n:
-        size = max(n, 2 * len(_odd_cache), 1024)
+    if _odd_cache is None or len(_odd_cache) < n:
+        size = max(n, 2 * (0 if _odd_cache is None else len(_odd_cache)), 1024)
         _odd_cache = pa.array(range(1, 2 * size, 2), pa.int32())
     return _odd_cache.slice(0, n)
 

@@ -78,6 +78,13 @@ def read_all(uri: str, log: str) -> list[storage.LogRecordWithDLSN]:
             return records
 
 
+def _tail(data: bytes | str | None, n: int) -> str:
+    if data is None:
+        return ""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    return text[-n:]
+
+
 def test_jvm_spark_reads_and_streams_exactly_once_without_registration(
     job_jar: Path, tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -100,7 +107,13 @@ def test_jvm_spark_reads_and_streams_exactly_once_without_registration(
         str(tmp_path / "checkpoint"),
     ]
     started = time.monotonic()
-    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    try:
+        out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired as e:  # say where it was: the job prints a line per step
+        pytest.fail(
+            f"spark-submit --class SparkJvmJob still running after {e.timeout:.0f} s; killed\n"
+            f"--- stdout\n{_tail(e.stdout, 3000)}\n--- stderr\n{_tail(e.stderr, 8000)}"
+        )
     elapsed = time.monotonic() - started
     assert out.returncode == 0, (
         f"exit {out.returncode}\n--- stdout\n{out.stdout[-3000:]}\n--- stderr\n{out.stderr[-5000:]}"

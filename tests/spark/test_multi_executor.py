@@ -12,7 +12,8 @@ driver's, through its own ZooKeeper session and RADOS client.
   runs), each input exactly once and in order in the output log;
 * the kill harness (``tests/spark/faults.py``): the whole pipeline (driver, master, workers,
   executor JVMs, Python workers) SIGKILLed a few times, then caught up: exactly once, no leaked
-  ledger in the test's RADOS namespace.
+  ledger in the test's RADOS namespace (``make chaos``: five minutes of restarts; CI's run kills a
+  standalone worker host under the same query in ``tests/cluster/test_spark_faults.py``).
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def test_pipeline_exactly_once_on_two_executors(
         assert ns.list_logs() == ["enriched", "events"]
 
 
+@pytest.mark.chaos  # ~5 min (a local cluster per start): `make chaos`; CI kills whole Spark hosts in tests/cluster
 @pytest.mark.timeout(900)
 def test_sigkills_exactly_once_on_two_executors(
     ns_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -1,6 +1,7 @@
 """The sink under real failures, each in processes of its own: a task failing in write() on its
-first attempt (retried), the example pipeline, an older run of a query fenced by a newer one, and
-20 SIGKILLs of the pipeline (tests/spark/faults.py)."""
+first attempt (retried), an older run of a query fenced by a newer one, and 20 SIGKILLs of the
+pipeline (tests/spark/faults.py, ``make chaos``). The example pipeline's whole run (producer process,
+query, its exactly-once check) is tests/spark/test_multi_executor.py's, on two executors."""
 
 from __future__ import annotations
 
@@ -50,23 +51,6 @@ def test_task_failing_in_write_on_first_attempt_is_retried_without_duplicates(
     assert result["rows"] == result["distinct"] == 40000 and result["in_order"]
     assert result["staged_left"] == 0 and result["ledgers"] == result["published"]  # nothing leaked
     assert result["discarded_ids"]  # the failed attempt had staged a ledger: it was discarded
-
-
-def test_pipeline_example(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "pipeline.py"),
-            *("--uri", f"distributedlog-local://{tmp_path}/ns", "--checkpoint", str(tmp_path / "ckpt")),
-            *("--events", "8000"),
-        ],
-        env=subprocess_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    assert "PIPELINE OK input=8000 output=8000 duplicates=0 missing=0 out_of_order=0" in out.stdout
 
 
 def _append_events(uri: str, first: int, n: int) -> None:
@@ -149,7 +133,7 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
 
 
 @pytest.mark.slow
-@pytest.mark.chaos  # ~17 min (a JVM per start): `make chaos`; CI runs the harness with 3 kills (test_multi_executor.py)
+@pytest.mark.chaos  # ~17 min (a JVM per start): `make chaos`, as is the 3-kill run in test_multi_executor.py
 @pytest.mark.timeout(1800)
 def test_twenty_sigkills_exactly_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """20 SIGKILLs of the whole pipeline (driver, JVM, Python workers), restarts on the same

@@ -28,6 +28,11 @@ public final class SparkJvmJob {
     private SparkJvmJob() {
     }
 
+    /** A progress line on stderr, so a run stopped from outside shows how far it came. */
+    private static void step(long started, String what) {
+        System.err.printf("STEP %.1fs %s%n", (System.nanoTime() - started) / 1e9, what);
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 4) {
             System.err.println("usage: SparkJvmJob <namespace-uri> <input-log> <output-log> <checkpoint-dir>");
@@ -38,7 +43,9 @@ public final class SparkJvmJob {
         String output = args[2];
         String checkpoint = args[3];
 
+        long started = System.nanoTime();
         SparkSession spark = SparkSession.builder().appName("SparkJvmJob").getOrCreate();
+        step(started, "session up; batch read");
         try {
             // batch: every record of the input log, from the earliest
             Dataset<Row> batch = spark.read().format("distributedlog")
@@ -58,6 +65,7 @@ public final class SparkJvmJob {
             // streaming, exactly once: the same query (same checkpoint) runs twice with Trigger.AvailableNow;
             // the second run finds nothing new and must add nothing
             for (int run = 1; run <= 2; run++) {
+                step(started, "streaming run " + run);
                 StreamingQuery query = spark.readStream().format("distributedlog")
                     .option("uri", uri)
                     .option("streams", input)
