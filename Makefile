@@ -99,14 +99,13 @@ jdk: $(BIN)/python
 	  m = u.module_from_spec(s); s.loader.exec_module(m); sys.exit(0 if m.find_tool('javac') else 1)" || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless)
 
-## Lint, type-check, then the whole test suite as two pytest sessions side by side (tools/lanes.py): the simulated
-## cluster's fault scenarios (which mostly wait through fault windows) with the write proxies' process fleets and the
-## install modes, beside everything else; the two lanes took 17 and 66 min before (the 20-kill schedule, 17 min, is
-## now in `make chaos`). The two-executor local cluster stays in the second lane: beside the cluster's Spark it made a
-## timing test of the sink fail under load. A third lane (e.g. --lane jvm=tests/spark,tests/jvm) is faster on more
-## cores; on two, three JVM-heavy sessions at once made Spark's fixed 10 s worker connect-back time out.
-## `$(BIN)/python -m pytest -q -m "not chaos"` runs the same tests one after another.
-TEST_LANES ?= --lane cluster=tests/cluster,tests/proxy,tests/test_install_modes.py --rest core
+## Lint, type-check, then the whole test suite as two pytest sessions side by side (tools/lanes.py), balanced by a
+## full run's durations: the simulated cluster's fault scenarios (which mostly wait through fault windows), the
+## write proxies' process fleets, then the suites that start Spark JVMs of their own (the Java shim's, the examples',
+## the install modes'), beside the shared SparkSession's suites, storage, the CLI and the rest (about 26 min each
+## here). A third lane is faster on more cores; on two, three JVM-heavy sessions at once made PySpark's fixed 10 s
+## worker connect-back time out. `$(BIN)/python -m pytest -q -m "not chaos"` runs the same tests one after another.
+TEST_LANES ?= --lane cluster=tests/cluster,tests/proxy,tests/jvm,tests/test_examples.py,tests/test_install_modes.py --rest core
 test: venv lint zookeeper ceph cluster-deps jdk
 	$(BIN)/python -m tools.lanes $(TEST_LANES) -- -q -p no:cacheprovider --durations=15 -m "not chaos"
 

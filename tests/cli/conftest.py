@@ -1,17 +1,39 @@
-"""The ``dlog`` runner shared by the CLI tests: ``dlog(*args)`` runs the real console script in a
-process of its own and returns its exit code and output."""
+"""The ``dlog`` runners shared by the CLI tests. Both take ``(*args, input=None, env=None)`` and return a
+:class:`Result` (exit code, stdout, stderr):
+
+* ``dlog`` runs the CLI in this process: :func:`dlog._entry.run`, the very function the console script's
+  ``main()`` calls (``main`` only adds ``sys.exit``), inside click's ``CliRunner().isolation()``, which swaps
+  stdin, stdout, stderr and the environment variables for the call. Most tests use it, for speed: a new
+  interpreter importing the storage stack costs ~0.5 s a call locally and several seconds on a loaded CI
+  machine, and the CLI tests make ~150 calls.
+* ``dlog_exe`` runs the real console script (:func:`dlog_command`) in a process of its own. It is for what only
+  a real executable shows: the console-script entry point and ``main()``'s ``sys.exit`` (``test_cli.py``:
+  ``test_console_script``). Signals (``tail`` until SIGINT/SIGTERM) and a closed stdout or a terminal on stderr
+  also need a process of their own; those tests start one with :func:`dlog_command` themselves.
+
+Both see the test's environment without ``DLOG_URI`` and ``DLOG_CONF``, plus ``env``: ``dlog_exe`` gets
+``cli_env`` (``subprocess_env`` without those two), ``dlog`` this process's ``os.environ`` with them unset for
+the call.
+"""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+import dlog._entry as dlog_entry
 
 DLOG_EXE = Path(sys.executable).parent / "dlog"
+#: Variables the CLI reads that the tests' own environment must not supply (``cli_env`` drops them).
+CLI_VARIABLES = ("DLOG_URI", "DLOG_CONF")
 
 
 def dlog_command() -> list[str]:
@@ -51,23 +73,80 @@ class Result:
 Dlog = Callable[..., Result]
 
 
+def _as_bytes(input: bytes | str | None) -> bytes:
+    if input is None:
+        return b""
+    return input.encode() if isinstance(input, str) else input
+
+
+def run_in_process(args: tuple[str, ...], input: bytes | str | None, env: dict[str, str] | None) -> Result:
+    """``dlog *args`` through :func:`dlog._entry.run` with stdin ``input``, ``DLOG_URI``/``DLOG_CONF`` unset
+    unless ``env`` sets them, and ``env`` set; stdout and stderr captured apart.
+
+    ``run`` points the root logger at the stderr of the call (and quietens ``kazoo``) and replaces
+    ``warnings.showwarning``: all three are put back afterwards, so pytest's log and warning capture keep
+    working.
+    """
+    overrides: dict[str, str | None] = dict.fromkeys(CLI_VARIABLES)
+    overrides.update(env or {})
+    root, kazoo = logging.getLogger(), logging.getLogger("kazoo")
+    handlers, root_level, kazoo_level = list(root.handlers), root.level, kazoo.level
+    showwarning = warnings.showwarning
+    try:
+        # catch_warnings also puts the filters back: the call gets a new interpreter's (pytest's would show
+        # every DeprecationWarning of the libraries on the command's stderr, which a subprocess never shows)
+        with warnings.catch_warnings(), CliRunner().isolation(input=_as_bytes(input), env=overrides) as streams:
+            _interpreter_warning_filters()
+            stdout, stderr, _ = streams
+            try:
+                rc = dlog_entry.run(list(args))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            out, err = stdout.getvalue(), stderr.getvalue()
+    finally:
+        root.handlers[:] = handlers  # run() replaced the list's contents in place
+        root.setLevel(root_level)
+        kazoo.setLevel(kazoo_level)
+        warnings.showwarning = showwarning
+    return Result(rc, out.decode("utf-8"), err.decode("utf-8"))
+
+
+def _interpreter_warning_filters() -> None:
+    """The warning filters of a Python started without ``-W`` or ``PYTHONWARNINGS``."""
+    warnings.resetwarnings()
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__", append=True)
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.filterwarnings("ignore", category=category, append=True)
+
+
 @pytest.fixture
 def cli_env(subprocess_env: dict[str, str]) -> dict[str, str]:
     env = dict(subprocess_env)
-    env.pop("DLOG_URI", None)
-    env.pop("DLOG_CONF", None)
+    for name in CLI_VARIABLES:
+        env.pop(name, None)
     return env
 
 
 @pytest.fixture
-def dlog(cli_env: dict[str, str]) -> Dlog:
-    """``dlog(*args, input=None, env=None)``: run the CLI, return its exit code and output."""
+def dlog() -> Dlog:
+    """``dlog(*args, input=None, env=None)``: run the CLI in this process, return its exit code and output."""
 
     def run(*args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
-        data = input.encode() if isinstance(input, str) else input
+        return run_in_process(args, input, env)
+
+    return run
+
+
+@pytest.fixture
+def dlog_exe(cli_env: dict[str, str]) -> Dlog:
+    """``dlog_exe(*args, input=None, env=None)``: run the real console script in a process of its own, return
+    its exit code and output."""
+
+    def run(*args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
         proc = subprocess.run(
             [*dlog_command(), *args],
-            input=data if data is not None else b"",
+            input=_as_bytes(input),
             capture_output=True,
             env={**cli_env, **(env or {})},
             timeout=60,

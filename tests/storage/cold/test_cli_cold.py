@@ -1,6 +1,6 @@
 """``dlog`` with a cold store: ``bind --cold`` (a failure creates nothing), ``offload``, ``show`` (where each segment
-lives), ``purge`` (hot copies only), ``restore`` after the hot store is lost — the real console script, with S3
-credentials from the standard AWS variables."""
+lives), ``purge`` (hot copies only), ``restore`` after the hot store is lost — the CLI's ``run()`` in this process
+(tests/cli/conftest.py's ``dlog``), with S3 credentials from the standard AWS variables."""
 
 from __future__ import annotations
 
