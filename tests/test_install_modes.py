@@ -52,7 +52,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> str:
+def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 540) -> str:
     out = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, f"{cmd}: exit {out.returncode}\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
     return out.stdout

@@ -108,7 +108,7 @@ def test_jvm_spark_reads_and_streams_exactly_once_without_registration(
     ]
     started = time.monotonic()
     try:
-        out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=540)
     except subprocess.TimeoutExpired as e:  # say where it was: the job prints a line per step
         pytest.fail(
             f"spark-submit --class SparkJvmJob still running after {e.timeout:.0f} s; killed\n"

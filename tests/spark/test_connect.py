@@ -129,7 +129,7 @@ def _client(url: str, uri: str, mode: str, *extra: str) -> dict[str, object]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=540,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))

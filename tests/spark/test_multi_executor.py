@@ -69,7 +69,7 @@ def test_streaming_read_exact_rows_on_two_executors(
         env=subprocess_env,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=540,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     r = json.loads(result_path.read_text())
@@ -127,7 +127,7 @@ def test_pipeline_exactly_once_on_two_executors(
         env=subprocess_env,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=540,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     line = "PIPELINE OK input=3000 output=3000 duplicates=0 missing=0 out_of_order=0"

@@ -42,7 +42,7 @@ def test_task_failing_in_write_on_first_attempt_is_retried_without_duplicates(
         env=subprocess_env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=540,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("RETRY "))
