@@ -10,7 +10,8 @@ from pathlib import Path
 from dl_spark import SCHEMA
 from tests.spark.helpers import append_in_process, assert_rows, log_rows
 
-ACTIONS = 40
+#: Appends, stops, starts and checks of the seeded run.
+ACTIONS = 24
 SEED = 20240614
 
 
