@@ -6,6 +6,7 @@ query, its exactly-once check) is tests/spark/test_multi_executor.py's, on two e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -60,20 +61,40 @@ def _append_events(uri: str, first: int, n: int) -> None:
         w.flush()
 
 
-def _freeze(pids: list[int], uri: str) -> None:
-    """SIGSTOP ``pids``, but never while they hold the output log's lock (mid-publish)."""
+def _stop_tree(root: int) -> list[int]:
+    """SIGSTOP ``root`` and every descendant, listing them again until no new one appears (a process forked
+    between a listing and the stop of its parent is caught by the next listing). A process that exits
+    meanwhile (a short-lived helper of Spark's launcher, a forked worker ending) is skipped: it can act no more."""
+    stopped: list[int] = []
     while True:
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
+        fresh = [pid for pid in [root, *_descendants(root)] if pid not in stopped]
+        if not fresh:
+            return stopped
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+
+def _continue(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _freeze(root: int, uri: str) -> list[int]:
+    """SIGSTOP ``root``'s process tree, but never while it holds the output log's lock (mid-publish); returns the
+    stopped pids."""
+    while True:
+        pids = _stop_tree(root)
         with storage.open_namespace(uri) as ns:
             path = ns.paths_of("enriched").lock
             try:
                 ns.metastore.lock(path, "probe", 0.2).release()
-                return
+                return pids
             except storage.OwnershipAcquireFailedError:
                 pass
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        _continue(pids)
         time.sleep(0.05)
 
 
@@ -99,8 +120,7 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
         while (dl_spark.last_commit(uri, "enriched") or {}).get("batchId", -1) < 1:  # type: ignore[operator]
             assert old.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
             time.sleep(0.2)
-        pids = [old.pid, *_descendants(old.pid)]
-        _freeze(pids, uri)  # run 1 stalls (a long GC pause, a partitioned driver)
+        pids = _freeze(old.pid, uri)  # run 1 stalls (a long GC pause, a partitioned driver)
         run1 = dl_spark.last_commit(uri, "enriched")
         assert run1 is not None
         shutil.copytree(ckpt, tmp_path / "ckpt2")
@@ -116,11 +136,7 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
         assert sorted(json.loads(p)["id"] for _, p in after_run2) == list(range(600))  # exactly once so far
         _append_events(uri, 600, 200)  # new input for run 1 to (try to) commit
     finally:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        _continue(pids)
     try:
         old.wait(120)
     finally:
