@@ -135,6 +135,11 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
         after_run2 = read_log(uri, "enriched")
         assert sorted(json.loads(p)["id"] for _, p in after_run2) == list(range(600))  # exactly once so far
         _append_events(uri, 600, 200)  # new input for run 1 to (try to) commit
+    except BaseException:  # the test failed: run 1 must not outlive it, frozen or not
+        for pid in [old.pid, *_descendants(old.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     finally:
         _continue(pids)
     try:
