@@ -21,7 +21,7 @@ import pytest
 import dl_spark
 import storage
 from examples.pipeline import event_payload, read_log, start_query
-from tests.spark.faults import _descendants, run_kill_harness
+from tests.spark.faults import _descendants, _kill_group, run_kill_harness
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,9 +136,7 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
         assert sorted(json.loads(p)["id"] for _, p in after_run2) == list(range(600))  # exactly once so far
         _append_events(uri, 600, 200)  # new input for run 1 to (try to) commit
     except BaseException:  # the test failed: run 1 must not outlive it, frozen or not
-        for pid in [old.pid, *_descendants(old.pid)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        _kill_group(old)
         raise
     finally:
         _continue(pids)
