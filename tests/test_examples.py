@@ -50,6 +50,7 @@ def test_producer_consumer(tmp_path: Path, subprocess_env: dict[str, str]) -> No
     assert "already exists" in again.stderr and "Traceback" not in again.stderr
 
 
+@pytest.mark.heavy
 def test_spark_submit_job(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """The command the job's docstring gives, from the checkout: the venv's spark-submit with
     PYSPARK_PYTHON, plus conf/spark-defaults.conf (loopback, no UI)."""
@@ -103,6 +104,7 @@ def test_sample_zoo_cfg_serves_a_namespace(tmp_path: Path, subprocess_env: dict[
         assert "recordCount: 2" in run([*dlog, "show", "events"], subprocess_env).stdout
 
 
+@pytest.mark.heavy
 def test_notebook(tmp_path: Path, subprocess_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook, committed without outputs, runs top to bottom with nbclient on a kernel that is
     this interpreter."""

@@ -58,6 +58,7 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 540) -
     return out.stdout
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", ["regular", "editable", "wheel"])
 def test_install_mode_finds_the_format(mode: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}

@@ -26,3 +26,42 @@ def test_lanes_report_every_failure_at_the_end(tmp_path: Path) -> None:
     assert table["one"][1] == "1" and "1 failed, 1 passed" in " ".join(table["one"])
     assert table["two"][1] == "0" and "1 passed" in " ".join(table["two"])
     assert (tmp_path / "logs" / "one.log").read_text().count("test_bad") >= 1
+
+
+def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
+    """Each lane's heavy test records when it ran; the lock shared by the lanes keeps the two apart, the one
+    that waits says for whom, and a plain test of one lane runs beside the other's heavy test."""
+    spans = tmp_path / "spans"
+    spans.mkdir()
+    body = (
+        "import time, pytest\n"
+        "@pytest.mark.heavy\n"
+        "def test_heavy_N():\n"
+        "    start = time.monotonic()\n"
+        "    time.sleep(1.5)\n"
+        "    open(SPANS + '/N', 'w').write(f'{start} {time.monotonic()}')\n"
+    ).replace("SPANS", repr(str(spans)))
+    for n in ("a", "b"):
+        (tmp_path / n).mkdir()
+        (tmp_path / n / f"test_{n}.py").write_text(body.replace("N", n))
+    ini = tmp_path / "pytest.ini"
+    ini.write_text("[pytest]\nmarkers =\n    heavy: one at a time\n")
+    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--lane", f"two={tmp_path / 'b'}"]
+    cmd += ["--log-dir", str(tmp_path / "logs"), "--", "-q", "-p", "no:cacheprovider", "-c", str(ini)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (a0, a1), (b0, b1) = (map(float, (spans / n).read_text().split()) for n in ("a", "b"))
+    assert a1 <= b0 or b1 <= a0, (a0, a1, b0, b1)
+    assert "waits for the heavy-test lock, held by" in out.stdout and "(lane " in out.stdout
+    assert out.stdout.count("heavy tests: 1 ran") == 2
+
+
+def test_a_failure_says_when_it_ran_in_its_lane(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "test_a.py").write_text("def test_bad():\n    assert 1 == 2\n")
+    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--log-dir", str(tmp_path / "l")]
+    cmd += ["--", "-q", "-p", "no:cacheprovider"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    tail = out.stdout[out.stdout.index("failures of every lane:") :]
+    assert "[one] WHEN " in tail and "test_a.py::test_bad failed: started 0.0 min into the lane, ran 0s" in tail

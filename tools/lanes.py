@@ -12,6 +12,10 @@ free loopback ports, the simulated cluster picks a free id and subnet, and Ceph'
 clusters whose monitor is gone: lanes never touch each other's servers). ``--rest NAME`` is the lane of every test
 path no other lane names (``--ignore`` of theirs).
 
+Every lane loads ``--plugin`` (tests/lanes_plugin.py): tests marked ``heavy`` (whole Spark applications of their
+own, long fault schedules) take one lock shared by the lanes, so two of them never run side by side, and each
+failure is reported with when it started in its lane (a ``WHEN`` line).
+
 Every line a lane prints is echoed as it comes, prefixed with the lane's name; the full output of each lane is
 also kept in ``--log-dir``. At the end one table: lane, exit status, pytest's summary line, wall time. The exit
 status is the first failing lane's (0 when all passed).
@@ -31,8 +35,11 @@ from pathlib import Path
 
 #: pytest's last line: ``818 passed, 2 skipped in 123.45s (0:02:03)``, ``no tests ran in 0.01s``...
 _SUMMARY = re.compile(r"(\d+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran)\b.* in \d")
-#: pytest's short test summary lines: ``FAILED tests/x.py::test_y - AssertionError: ...``.
-_FAILURE = re.compile(r"(FAILED|ERROR) \S")
+#: pytest's short test summary lines: ``FAILED tests/x.py::test_y - AssertionError: ...``, and the plugin's
+#: ``WHEN tests/x.py::test_y failed: started 12.3 min into the lane, ran 45s``.
+_FAILURE = re.compile(r"(FAILED|ERROR|WHEN) \S")
+#: The lanes' plugin (tests/lanes_plugin.py): heavy tests one at a time across lanes, and when each failure ran.
+PLUGIN = "tests.lanes_plugin"
 
 
 @dataclass
@@ -48,8 +55,9 @@ class Lane:
     summary: str = ""
     failures: list[str] = field(default_factory=list)
 
-    def argv(self, extra: list[str]) -> list[str]:
-        return [sys.executable, "-m", "pytest", *self.paths, *(f"--ignore={p}" for p in self.ignore), *extra]
+    def argv(self, extra: list[str], plugin: str | None = PLUGIN) -> list[str]:
+        plugins = ["-p", plugin] if plugin else []
+        return [sys.executable, "-m", "pytest", *plugins, *self.paths, *(f"--ignore={p}" for p in self.ignore), *extra]
 
 
 def _parse_lane(spec: str) -> Lane:
@@ -90,15 +98,20 @@ def _echo(lane: Lane, line: str, width: int, lock: threading.Lock) -> None:
         sys.stdout.flush()
 
 
-def run(lanes: list[Lane], extra: list[str], log_dir: Path) -> int:
+def run(lanes: list[Lane], extra: list[str], log_dir: Path, plugin: str | None = PLUGIN) -> int:
     """Start every lane, echo their output, wait for all; print the table; return the first failing status."""
     log_dir.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
     pumps = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DL_TEST_HEAVY_LOCK": str((log_dir / "heavy.lock").resolve())}
     for lane in lanes:
         lane.started = time.monotonic()
-        lane.proc = subprocess.Popen(lane.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        lane.proc = subprocess.Popen(
+            lane.argv(extra, plugin),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**env, "DL_TEST_LANE": lane.name},
+        )
         t = threading.Thread(target=_pump, args=(lane, log_dir / f"{lane.name}.log", lock), daemon=True)
         t.start()
         pumps.append(t)
@@ -139,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rest", metavar="NAME", help="a lane running every test path the other lanes do not name")
     p.add_argument("--root", default="tests", help="the test root the rest lane runs (default: tests)")
     p.add_argument("--log-dir", default="build/test-lanes", help="where each lane's full output is kept")
+    p.add_argument("--plugin", default=PLUGIN, help=f"pytest plugin of every lane (default: {PLUGIN}; '' for none)")
     args = p.parse_args(args_in)
     lanes = [_parse_lane(spec) for spec in args.lane]
     if args.rest:
@@ -146,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         lanes.append(Lane(args.rest, [args.root], ignore=named))
     if not lanes:
         p.error("no lane: give --lane and/or --rest")
-    return run(lanes, extra, Path(args.log_dir))
+    return run(lanes, extra, Path(args.log_dir), args.plugin or None)
 
 
 if __name__ == "__main__":

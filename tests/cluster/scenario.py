@@ -82,6 +82,13 @@ class Client:
             rows = [ln.split(" ", 3) for ln in self.lines if ln.startswith("ERROR ")]
         return [(r[1], r[2], r[3] if len(r) > 3 else "") for r in rows]
 
+    def exited(self, timeout: float = 120.0) -> int:
+        """Waits for the process to exit on its own and for the last of its output; returns the exit status.
+        Raises subprocess.TimeoutExpired if it is still running after ``timeout``."""
+        self.proc.wait(timeout)
+        self._thread.join(30)  # its pipe is at EOF once the process (and what inherited the pipe) is gone
+        return self.proc.returncode
+
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM, then wait (SIGKILL after ``timeout``); returns the exit status."""
         if self.proc.poll() is None:

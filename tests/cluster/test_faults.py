@@ -58,7 +58,7 @@ def test_writer_cut_from_zookeeper_but_not_from_ceph_is_fenced_by_the_next_owner
         took_over = time.monotonic() - cut_at
         new.wait_line("ACK", count=3)
         old.proc.send_signal(signal.SIGCONT)  # a zombie: it still reaches Ceph, its appends race the fence
-        old.proc.wait(120)  # --once: it stops at its first failure
+        old_status = old.exited(120)  # --once: it stops at its first failure (and all it printed is in)
         new.wait_line("ACK", count=new.acks() // 100 + 2)
     c.heal()
     old_errors = old.errors()
@@ -70,7 +70,7 @@ def test_writer_cut_from_zookeeper_but_not_from_ceph_is_fenced_by_the_next_owner
     # appends after the fence is visible (stale_visible 0, checked by the checker above).
     fenced = ("WriterFencedError", "LockingError", "TransmitError")
     timed_out = old_errors and old_errors[0][:2] == ("SegmentStoreError", "True") and "timed out" in old_errors[0][2]
-    assert old_errors and (old_errors[0][0] in fenced or timed_out), old_errors
+    assert old_errors and (old_errors[0][0] in fenced or timed_out), (old_status, old.lines[-8:])
     assert report.counts["stale_visible"] == 0 and report.counts["lost"] == 0
 
 
@@ -178,6 +178,7 @@ def test_delay_and_loss_between_writers_and_storage(
     assert slow and base
 
 
+@pytest.mark.heavy
 @pytest.mark.timeout(int(float(os.environ.get("DLC_NEMESIS_SECONDS", "60"))) + 1200)
 def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_path: Path) -> None:
     """Several writers and tailing readers, and a Spark streaming query (log ``s-in`` -> exactly-once sink ``s-out``,

@@ -35,7 +35,7 @@ from tests.cluster.spark_driver import (
 from tools.cluster import Cluster
 from tools.netsim.hosts import netns_pids
 
-pytestmark = pytest.mark.timeout(1200)  # with the cluster's start (a few minutes on a loaded machine)
+pytestmark = [pytest.mark.heavy, pytest.mark.timeout(1200)]  # with the cluster's start (minutes on a loaded machine)
 
 #: Driver settings beyond the cluster's (``spark.master``, ``spark.driver.host``/``bindAddress``): the checkpoint
 #: keeps every batch's offsets (the default keeps 100), from which the collector derives each output record's batch

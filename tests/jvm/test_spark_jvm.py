@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 JOB_SOURCE = Path(__file__).resolve().parent / "spark" / "SparkJvmJob.java"
 
 pytestmark = [
+    pytest.mark.heavy,
     pytest.mark.skipif(not SPARK_SUBMIT.is_file(), reason="no spark-submit next to this interpreter"),
 ]
 

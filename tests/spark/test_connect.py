@@ -19,6 +19,8 @@ import dl_spark
 from tests.spark.conftest import ROOT
 from tests.spark.helpers import log_rows, write_segments
 
+pytestmark = pytest.mark.heavy  # a Spark Connect server JVM and Spark applications of its own
+
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
@@ -65,7 +67,7 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300
         while "Spark Connect server started" not in log_path.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"Spark Connect server did not start:\n{log_path.read_text()[-3000:]}")

@@ -37,7 +37,11 @@ MASTER = "local-cluster[2,1,1024]"
 JOB = ROOT / "tests" / "spark" / "multi_executor_job.py"
 PIPELINE = ROOT / "examples" / "pipeline.py"
 
-pytestmark = [pytest.mark.slow, pytest.mark.parametrize("backend", ["zookeeper-rados"], indirect=True)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.heavy,
+    pytest.mark.parametrize("backend", ["zookeeper-rados"], indirect=True),
+]
 
 
 def _say(capsys: pytest.CaptureFixture[str], text: str, lead: str = "\n") -> None:

@@ -26,6 +26,7 @@ from tests.spark.faults import _descendants, _kill_group, run_kill_harness
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.heavy
 def test_task_failing_in_write_on_first_attempt_is_retried_without_duplicates(
     tmp_path: Path, subprocess_env: dict[str, str]
 ) -> None:
@@ -98,6 +99,7 @@ def _freeze(root: int, uri: str) -> list[int]:
         time.sleep(0.05)
 
 
+@pytest.mark.heavy
 def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """Run 1 of the pipeline (its own process) is frozen after committing; a copy of its checkpoint
     (same query id) runs as run 2 here and commits; run 1, resumed, must fail on its next commit
