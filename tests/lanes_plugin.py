@@ -54,8 +54,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "another lane's heavy test"
+            holder = ""
+            for _ in range(10):  # the holder writes its name just after it got the lock
+                f.seek(0)
+                holder = f.read().strip()
+                if holder:
+                    break
+                time.sleep(0.1)
+            holder = holder or "another lane's heavy test"
             _say(item.config, f"\n[heavy] {item.nodeid} waits for the heavy-test lock, held by {holder}")
             fcntl.flock(f, fcntl.LOCK_EX)
         got = time.monotonic()
