@@ -25,14 +25,13 @@ from typing import Any
 
 import pytest
 
-LOCK_ENV = "DL_TEST_HEAVY_LOCK"
-LANE_ENV = "DL_TEST_LANE"
+from tools.lanes import LANE_ENV, LOCK_ENV
 
 _started = time.monotonic()
 _waited: list[float] = []
 _heavy_runs: list[float] = []
 _failed: dict[str, tuple[float, float]] = {}
-_began: dict[str, float] = {}
+_began = _started  # when the running test's protocol began (one test at a time per session)
 
 
 def _say(config: pytest.Config, text: str) -> None:
@@ -43,7 +42,8 @@ def _say(config: pytest.Config, text: str) -> None:
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, None]:
-    _began[item.nodeid] = time.monotonic()
+    global _began
+    _began = time.monotonic()
     path = os.environ.get(LOCK_ENV)
     if not path or item.get_closest_marker("heavy") is None:
         yield
@@ -84,8 +84,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.failed and report.nodeid not in _failed:
-        began = _began.get(report.nodeid, time.monotonic())
-        _failed[report.nodeid] = (began - _started, time.monotonic() - began)
+        _failed[report.nodeid] = (_began - _started, time.monotonic() - _began)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -29,8 +29,8 @@ def test_lanes_report_every_failure_at_the_end(tmp_path: Path) -> None:
 
 
 def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
-    """Each lane's heavy test records when it ran; the lock shared by the lanes keeps the two apart, the one
-    that waits says for whom, and a plain test of one lane runs beside the other's heavy test."""
+    """Each lane's heavy test records when it ran; the lock shared by the lanes keeps the two apart, and the one
+    that waits says for whom."""
     spans = tmp_path / "spans"
     spans.mkdir()
     body = (

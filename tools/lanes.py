@@ -40,6 +40,9 @@ _SUMMARY = re.compile(r"(\d+ (passed|failed|errors?|skipped|deselected|xfailed|x
 _FAILURE = re.compile(r"(FAILED|ERROR|WHEN) \S")
 #: The lanes' plugin (tests/lanes_plugin.py): heavy tests one at a time across lanes, and when each failure ran.
 PLUGIN = "tests.lanes_plugin"
+#: What every lane's environment tells the plugin: the lock file the lanes share, and the lane's name.
+LOCK_ENV = "DL_TEST_HEAVY_LOCK"
+LANE_ENV = "DL_TEST_LANE"
 
 
 @dataclass
@@ -103,14 +106,14 @@ def run(lanes: list[Lane], extra: list[str], log_dir: Path, plugin: str | None =
     log_dir.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
     pumps = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "DL_TEST_HEAVY_LOCK": str((log_dir / "heavy.lock").resolve())}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", LOCK_ENV: str((log_dir / "heavy.lock").resolve())}
     for lane in lanes:
         lane.started = time.monotonic()
         lane.proc = subprocess.Popen(
             lane.argv(extra, plugin),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**env, "DL_TEST_LANE": lane.name},
+            env={**env, LANE_ENV: lane.name},
         )
         t = threading.Thread(target=_pump, args=(lane, log_dir / f"{lane.name}.log", lock), daemon=True)
         t.start()
