@@ -110,8 +110,8 @@ test: venv lint zookeeper ceph cluster-deps jdk
 	$(BIN)/python -m tools.lanes $(TEST_LANES) -- -q -p no:cacheprovider --durations=15 -m "not chaos"
 
 lint: venv
-	$(BIN)/ruff check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py setup.py tests examples bench tools
-	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py setup.py tests examples bench tools
+	$(BIN)/ruff check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py distributedlog_site.py setup.py tests examples bench tools
+	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py distributedlog_site.py setup.py tests examples bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/
 

@@ -81,7 +81,7 @@ setup(
             *("dl_proxy", "dl_proxy.*", "dlog", "dlog.*"),
         ]
     ),
-    py_modules=["pyspark_distributedlog"],  # Spark finds format("distributedlog") through it
+    py_modules=["pyspark_distributedlog", "distributedlog_site"],  # the format's entry; the .pth file's worker hook
     package_data={
         "storage": ["py.typed"],
         "dl_spark": ["py.typed"],

@@ -4,8 +4,10 @@ points Spark's Python workers at the installing interpreter, with no Makefile-on
 Each mode gets a fresh virtualenv into which the package is installed with ``--no-deps`` the way a
 user would (``pip install .``, ``pip install -e .``, a wheel from ``pip wheel .``). Its dependencies
 (pyspark, pyarrow, ...) are borrowed from this interpreter's site-packages through a ``.pth`` line
-sorted after the package's own files: installing pyspark three more times would cost minutes and
-tests nothing of ours. A borrowed directory named by a ``.pth`` line is a plain ``sys.path`` entry,
+sorted before the package's own ``.pth`` file (after an editable install's): installing pyspark three
+more times would cost minutes and tests nothing of ours. Sorted so, the borrowed pyspark is on
+``sys.path`` when the package's line runs, as an installed pyspark is, and Spark's workers must import it
+rather than the ``pyspark.zip`` Spark names first (``distributedlog_site``). A borrowed directory named by a ``.pth`` line is a plain ``sys.path`` entry,
 so this environment's own ``.pth`` files (its editable install, its PYSPARK_PYTHON hook) do not run
 in the fresh one. The child gets no PYTHONPATH and no PYSPARK_PYTHON, and a PATH whose ``python3``
 is not the fresh interpreter: only what the install put in place can make the Spark read work.
@@ -45,8 +47,11 @@ SCRIPT = textwrap.dedent(
              .getOrCreate())
     df = spark.read.format("distributedlog").option("uri", uri).option("streams", "events").load()
     rows = [(r.txid, bytes(r.value).decode()) for r in df.select("txid", "value").collect()]
-    workers = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
-    print("ROWS", rows, "WORKER", workers[0], "DRIVER", sys.executable, "STORAGE", storage.__file__)
+    workers = spark.sparkContext.parallelize([0], 1).map(
+        lambda _: (__import__("sys").executable, __import__("pyspark").__file__)).collect()
+    import pyspark
+    assert workers[0][1] == pyspark.__file__, (workers[0][1], pyspark.__file__)
+    print("ROWS", rows, "WORKER", workers[0][0], "DRIVER", sys.executable, "STORAGE", storage.__file__)
     spark.stop()
     """
 )
@@ -69,7 +74,7 @@ def test_install_mode_finds_the_format(mode: str, tmp_path: Path) -> None:
     _run([base, "-m", "venv", str(venv)], env, tmp_path)
     py = str(venv / "bin" / "python")
     site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, tmp_path).strip())
-    (site / "zz_borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (site / "c_borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check"]
     # Builds run on a copy: setuptools builds in the source tree (build/, *.egg-info), and a stale
