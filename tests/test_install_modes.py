@@ -7,10 +7,11 @@ user would (``pip install .``, ``pip install -e .``, a wheel from ``pip wheel .`
 sorted before the package's own ``.pth`` file (after an editable install's): installing pyspark three
 more times would cost minutes and tests nothing of ours. Sorted so, the borrowed pyspark is on
 ``sys.path`` when the package's line runs, as an installed pyspark is, and Spark's workers must import it
-rather than the ``pyspark.zip`` Spark names first (``distributedlog_site``). A borrowed directory named by a ``.pth`` line is a plain ``sys.path`` entry,
-so this environment's own ``.pth`` files (its editable install, its PYSPARK_PYTHON hook) do not run
-in the fresh one. The child gets no PYTHONPATH and no PYSPARK_PYTHON, and a PATH whose ``python3``
-is not the fresh interpreter: only what the install put in place can make the Spark read work.
+rather than the ``pyspark.zip`` Spark names first (``distributedlog_site``). A borrowed directory
+named by a ``.pth`` line is a plain ``sys.path`` entry, so this environment's own ``.pth`` files (its
+editable install, its PYSPARK_PYTHON hook) do not run in the fresh one. The child gets no PYTHONPATH
+and no PYSPARK_PYTHON, and a PATH whose ``python3`` is not the fresh interpreter: only what the install
+put in place can make the Spark read work.
 """
 
 from __future__ import annotations
