@@ -129,6 +129,7 @@ bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_proxy.py
 	$(BIN)/python bench/bench_time_range.py
+	$(BIN)/python bench/bench_worker_start.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) $(DEMO_DIR)-tour build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -54,8 +54,17 @@ CLIENT_CONF: dict[str, object] = {
 }
 
 
+_SAY = threading.Lock()
+
+
 def say(*words: object) -> None:
-    print(*words, flush=True)
+    """One whole line on stdout in one write. ``print(*words)`` writes word by word when stdout is unbuffered
+    (``tools.lanes`` runs the suite with PYTHONUNBUFFERED=1), and a library's log line on stderr, the same pipe
+    here, landed between them once: ``ERROR`` + kazoo's "Connection dropped ..." + `` LockingError True ...``."""
+    line = " ".join(str(w) for w in words) + "\n"
+    with _SAY:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def report(e: BaseException) -> None:

@@ -53,7 +53,7 @@ from dl_spark.commits import read_batch_info  # noqa: E402
 from dl_spark.offsets import offset_to_dlsn  # noqa: E402
 from storage.formats.dlsn import DLSN  # noqa: E402
 from storage.log.staging import list_staged  # noqa: E402
-from tests.cluster.clients import CLIENT_CONF  # noqa: E402
+from tests.cluster.clients import CLIENT_CONF, say  # noqa: E402
 from tools.history_events import HistoryRecorder  # noqa: E402
 
 #: What the query puts before every input value (so an output value maps back to its input value).
@@ -64,10 +64,6 @@ PREFIX = "out:"
 #: Before the first batch the driver then starts the query again on the same checkpoint (at most 3 times); later it
 #: is a failure like any other.
 CONNECT_BACK = "Python worker failed to connect back"
-
-
-def say(*words: object) -> None:
-    print(*words, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------ the driver

@@ -96,7 +96,7 @@ def test_zookeeper_leader_partitioned_away_then_killed(
         c.faults.partition([[leader_host, "client3"], [*others, "client1", "client2"]])
         before = major.acks()
         major.wait_line("ACK", count=before // 100 + 3, timeout=180)  # the majority goes on
-        minor.wait_line("ERROR", timeout=120)  # the minority is told, retriably
+        minor.wait_line("ERROR ", timeout=120)  # the minority is told, retriably
         with run.fault("kill", f"zk leader {leader.name}"):
             c.kill(leader.name)
             before = major.acks()
@@ -131,7 +131,7 @@ def test_one_then_two_osd_hosts_isolated(healthy_cluster: Cluster, cluster_names
         with run.fault("isolate", "ceph2 (osd.1) too"):
             c.faults.isolate(CEPH_HOSTS[1])
             cut = time.monotonic()
-            w.wait_line("ERROR", timeout=op_timeout * 4)
+            w.wait_line("ERROR ", timeout=op_timeout * 4)
             failed_after = time.monotonic() - cut
             errors = w.errors()
     c.heal()

@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         "longest_stall_s": round(stats.longest_stall, 3),
         "seconds": round(time.monotonic() - start, 3),
     }
-    print(json.dumps(summary), flush=True)
+    sys.stdout.write(json.dumps(summary) + "\n")  # one write: a log line on stderr (same pipe) cannot split it
+    sys.stdout.flush()
     return 0
 
 

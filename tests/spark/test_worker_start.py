@@ -7,20 +7,27 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import py4j
 import pyspark
 
 from distributedlog_site import prefer_installed_pyspark
 
 
 def test_a_spark_worker_imports_the_installed_pyspark(spark) -> None:
-    path, pythonpath = (
+    path, py4j_path, pythonpath = (
         spark.sparkContext.parallelize([0], 1)  # type: ignore[attr-defined]
-        .map(lambda _: (__import__("pyspark").__file__, __import__("os").environ.get("PYTHONPATH", "")))
+        .map(
+            lambda _: (
+                __import__("pyspark").__file__,
+                __import__("py4j").__file__,
+                __import__("os").environ.get("PYTHONPATH", ""),
+            )
+        )
         .collect()[0]
     )
-    # Spark still names the zip first: the worker chose the installed copy the driver uses.
+    # Spark still names the zips first: the worker chose the installed copies the driver uses.
     assert "pyspark.zip" in pythonpath.split(os.pathsep)[0], pythonpath
-    assert path == pyspark.__file__, path
+    assert (path, py4j_path) == (pyspark.__file__, py4j.__file__)
 
 
 def _installed(site: Path) -> Path:
@@ -38,7 +45,19 @@ def test_the_zip_inside_an_installed_pyspark_on_the_path_is_dropped(tmp_path: Pa
     py4j = str(zipped.parent / "py4j-0.10.9.9-src.zip")
     path = [str(zipped), py4j, "/usr/lib/python3.11", str(site)]
     assert prefer_installed_pyspark(path) == [str(zipped)]
-    assert path == [py4j, "/usr/lib/python3.11", str(site)]  # py4j's zip stays
+    assert path == [py4j, "/usr/lib/python3.11", str(site)]  # no py4j installed in site: its zip stays
+
+
+def test_py4j_zip_goes_only_when_the_same_release_is_installed(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    zipped = _installed(site)
+    (site / "py4j").mkdir()
+    (site / "py4j" / "version.py").write_text("__version__ = '0.10.9.9'\n")
+    same, other = (str(zipped.parent / f"py4j-{v}-src.zip") for v in ("0.10.9.9", "0.10.9.7"))
+    path = [str(zipped), same, str(site)]
+    assert prefer_installed_pyspark(path) == [str(zipped), same] and path == [str(site)]
+    path = [str(zipped), other, str(site)]
+    assert prefer_installed_pyspark(path) == [str(zipped)] and path == [other, str(site)]
 
 
 def test_the_site_is_compared_as_a_real_path(tmp_path: Path) -> None:
