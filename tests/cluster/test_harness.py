@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tools.cluster import Cluster, cleanup
-from tools.netsim.hosts import netns_list, netns_pids
+from tools.netsim.hosts import NICE_ENV, Network, netns_list, netns_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_PORT = 9009
@@ -166,6 +166,25 @@ def test_host_names_and_addresses(healthy_cluster: Cluster) -> None:
     for h in ("zk1", "ceph2", "client1"):
         out = c.python_on(h, code, check=True).stdout.split()
         assert out == [h, c.hosts[h], c.hosts["zk2"]]
+
+
+def test_hosts_run_at_the_cluster_niceness(healthy_cluster: Cluster) -> None:
+    """What a host runs has the niceness the cluster was made with (``DLC_NICE``: 5 under ``tools.lanes``)."""
+    c = healthy_cluster
+    assert c.network.nice == int(os.environ.get(NICE_ENV, "0"))
+    for h in ("zk1", "client1"):
+        assert c.python_on(h, "import os; print(os.nice(0))", check=True).stdout.split() == [str(c.network.nice)]
+
+
+def test_a_bad_niceness_is_refused_before_anything_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    for bad in ("-5", "twenty", "20"):
+        monkeypatch.setenv(NICE_ENV, bad)
+        with pytest.raises(ValueError, match="from 0 to 19"):
+            Network("zz", "10.252.0.0/24", ["a", "b"])
+    monkeypatch.delenv(NICE_ENV)
+    with pytest.raises(ValueError, match="from 0 to 19"):
+        Network("zz", "10.252.0.0/24", ["a", "b"], nice=20)
+    assert Network("zz", "10.252.0.0/24", ["a"], nice=7).exec_prefix("a")[4:7] == ["nice", "-n", "7"]
 
 
 def test_root_namespace_cannot_reach_the_subnet(healthy_cluster: Cluster) -> None:

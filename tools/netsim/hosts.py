@@ -12,9 +12,12 @@ there by mistake fails at once with EHOSTUNREACH instead of following the defaul
 Commands run inside a host with :meth:`Network.exec_prefix`: ``ip netns exec dlc-<id>-<host>`` (which also
 bind-mounts ``/etc/netns/<ns>/hosts`` and ``hostname`` over ``/etc/hosts``/``/etc/hostname``: every host
 name resolves to its address) then ``unshare --uts`` and ``hostname <host>``, then ``exec`` of the
-command, so the PID seen by the caller is the command's own. :func:`host_socket` makes a socket inside a
-host's namespace from this process (``setns`` in a helper thread; the socket keeps its namespace), for the
-harness's own probes (ZooKeeper ``srvr``, Spark's ``/json``); clients run as processes inside hosts.
+command, so the PID seen by the caller is the command's own. With a niceness (``DLC_NICE``, or ``nice=``)
+the prefix also runs ``nice -n N``: everything a host runs yields the CPU to the machine's other work
+(``tools.lanes`` sets 5, so the rest of the suite is served first while a fault schedule loads the
+machine). :func:`host_socket` makes a socket inside a host's namespace from this process (``setns`` in a
+helper thread; the socket keeps its namespace), for the harness's own probes (ZooKeeper ``srvr``, Spark's
+``/json``); clients run as processes inside hosts.
 
 Measured here (Debian 12, 2 cores, kernel 6.18 without netem): 12 hosts created in 0.4-0.7 s,
 deleted in about 0.3 s; UDP echo RTT between two hosts 0.04 ms median.
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "NICE_ENV",
     "NS_PREFIX",
     "Host",
     "NetError",
@@ -50,6 +54,8 @@ __all__ = [
 
 #: Every namespace the harness makes starts with this.
 NS_PREFIX = "dlc-"
+#: The environment variable with the niceness of what the hosts run (default 0).
+NICE_ENV = "DLC_NICE"
 #: Where ``ip netns`` keeps its namespaces and ``ip netns exec`` finds per-namespace /etc files.
 RUN_NETNS = Path("/run/netns")
 ETC_NETNS = Path("/etc/netns")
@@ -175,14 +181,23 @@ class Network:
         subnet: an IPv4 network of at least /28 (e.g. ``10.251.0.0/24``); host ``i`` (from 1) gets
             ``subnet + 10 + i``. Two clusters at once need different ids and subnets.
         hosts: host names (``[a-z][a-z0-9]*``), in address order.
+        nice: the niceness (0-19) of every process started inside a host; default ``$DLC_NICE``, else 0.
 
     Raises:
-        ValueError: a bad id, subnet or host name, or too many hosts for the subnet.
+        ValueError: a bad id, subnet, host name or niceness, or too many hosts for the subnet.
     """
 
-    def __init__(self, cluster_id: str, subnet: str, hosts: Sequence[str]) -> None:
+    def __init__(self, cluster_id: str, subnet: str, hosts: Sequence[str], *, nice: int | None = None) -> None:
         if not _ID_RE.match(cluster_id):
             raise ValueError(f"cluster id {cluster_id!r} must match {_ID_RE.pattern}")
+        if nice is None:
+            raw = os.environ.get(NICE_ENV, "0")
+            if not raw.strip().isdigit():
+                raise ValueError(f"{NICE_ENV}={raw!r}: a niceness must be a whole number from 0 to 19")
+            nice = int(raw)
+        if not 0 <= nice <= 19:
+            raise ValueError(f"niceness {nice} of the simulated hosts must be from 0 to 19")
+        self.nice = nice
         self.cluster_id = cluster_id
         self.subnet = ipaddress.IPv4Network(subnet)
         if self.subnet.num_addresses < HOST_OFFSET + len(hosts) + 2:
@@ -294,7 +309,8 @@ class Network:
         """The argv prefix that runs a command inside ``host`` with its host name; the command is exec'ed,
         so the process started keeps the PID of the prefix's first process (KeyError: no such host)."""
         h = self.host(host)
-        return ["ip", "netns", "exec", h.netns, "unshare", "--uts", "--", "/bin/sh", "-c", _HOSTNAME_SH, h.name]
+        nice = ["nice", "-n", str(self.nice)] if self.nice else []
+        return ["ip", "netns", "exec", h.netns, *nice, "unshare", "--uts", "--", "/bin/sh", "-c", _HOSTNAME_SH, h.name]
 
     def run_in_ns(self, ns: str, argv: Sequence[str], *, check: bool = True, timeout: float = 30.0) -> str:
         """Run ``argv`` in namespace ``ns`` (one of this cluster's) without the host name wrapper; return stdout.
