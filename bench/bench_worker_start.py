@@ -37,6 +37,8 @@ from _common import median
 #: What the runner of a Python streaming source, a Python worker and the daemon import at their start.
 IMPORTS = "import pyspark.sql.streaming.python_streaming_source_runner, pyspark.worker, pyspark.daemon"
 LIB = Path(pyspark.__file__).parent / "python" / "lib"
+#: The two sides, as the table names them.
+HOOK, ZIP = "installed (the .pth hook)", "pyspark.zip"
 
 
 def start_once(pythonpath: str) -> tuple[float, str]:
@@ -83,7 +85,7 @@ def measure(sides: dict[str, str], reps: int) -> dict[str, list[float]]:
         for name in order:
             seconds, origin = start_once(sides[name])
             from_zip = ".zip" + os.sep in origin
-            if from_zip != (name == "pyspark.zip"):
+            if from_zip != (name == ZIP):
                 raise RuntimeError(f"{name}: pyspark was imported from {origin}")
             times[name].append(seconds)
     return times
@@ -100,8 +102,8 @@ def main() -> None:
         copy = Path(tmp) / "pyspark.zip"
         shutil.copyfile(LIB / "pyspark.zip", copy)
         sides = {
-            "installed (the .pth hook)": os.pathsep.join([str(LIB / "pyspark.zip"), str(py4j)]),
-            "pyspark.zip": os.pathsep.join([str(copy), str(py4j)]),
+            HOOK: os.pathsep.join([str(LIB / "pyspark.zip"), str(py4j)]),
+            ZIP: os.pathsep.join([str(copy), str(py4j)]),
         }
         idle = measure(sides, args.reps)
         with busy(args.busy):
@@ -115,10 +117,9 @@ def main() -> None:
     for name in sides:
         row = f"{name:<28}{median(idle[name]):>9.2f}s{max(idle[name]):>9.2f}s"
         print(row + f"{median(loaded[name]):>13.2f}s{max(loaded[name]):>9.2f}s")
-    zip_name, hook_name = "pyspark.zip", "installed (the .pth hook)"
     print(
-        f"zip / installed: idle {median(idle[zip_name]) / median(idle[hook_name]):.1f}x, "
-        f"busy {median(loaded[zip_name]) / median(loaded[hook_name]):.1f}x; "
+        f"zip / installed: idle {median(idle[ZIP]) / median(idle[HOOK]):.1f}x, "
+        f"busy {median(loaded[ZIP]) / median(loaded[HOOK]):.1f}x; "
         "Spark's limit for the streaming source's runner to connect back: 10 s"
     )
 
