@@ -128,6 +128,7 @@ bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_spark_sink.py
 	$(BIN)/python bench/bench_stats.py
 	$(BIN)/python bench/bench_proxy.py
+	$(BIN)/python bench/bench_takeover.py
 	$(BIN)/python bench/bench_time_range.py
 	$(BIN)/python bench/bench_worker_start.py
 

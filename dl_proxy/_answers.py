@@ -1,17 +1,21 @@
 """How :class:`dl_proxy.client.ProxyClient` treats the proxies' answers (a mixin of the client; every method runs on
 the client's loop thread with the client's lock held, except :meth:`AnswerHandling._deliver`).
 
-* success: per-record results resolve (or fail, or go again when a bulk was answered partly); the proxy that
-  answered is the stream's owner (cached) and the stream leaves recovery;
+* success: the records resolve with their DLSNs; the proxy that answered owns the stream (cached), its answer
+  carries the producer's epoch and window, and the stream leaves recovery;
 * FOUND: follow the location at once (remembered as the owner), unless it is unreachable or the redirects go
   round: then back off and ask again (a dead owner's lock lasts until its ZooKeeper session expires);
 * OUT_OF_ORDER_SEQUENCE: an earlier batch of ours is not stored yet: go after it; or the proxy wants sequences
-  this client no longer holds: a new producer generation (:mod:`dl_proxy._batching`); RECORD_SET_SPLIT: resend
+  this client no longer holds: re-initialise (a new epoch, :mod:`dl_proxy._batching`); RECORD_SET_SPLIT: resend
   the set's records separately;
+* PRODUCER_FENCED: a newer instance of this producer id took the stream over: the batch fails, and so does every
+  later write to the stream; PRODUCER_STATE_LOST: the batch's outcome is unknown; the stream re-initialises (or,
+  when the answer names a newer epoch, is fenced);
 * STREAM_UNAVAILABLE and other refusals: forget the owner, avoid that proxy for this batch, back off;
   transient errors on the owner: back off and resend (same sequences); unreachable proxies: avoided a while;
-* definitive errors fail the batch's futures. Outcomes are queued and set by :meth:`_deliver` once the lock is
-  released (a future's callback may call the client).
+* definitive errors fail the batch's futures. A failure is *outcome unknown* when any attempt of the batch may
+  have stored it (a lost reply, an answer saying so), else definitive. Outcomes are queued and set by
+  :meth:`_deliver` once the lock is released (a future's callback may call the client).
 """
 
 from __future__ import annotations
@@ -23,19 +27,34 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
+import grpc
+
 from dl_proxy._batching import Batch, BatchState, StreamState
+from dl_proxy._client_metrics import ClientMetrics
 from dl_proxy._transport import TransportError
 from dl_proxy.errors import Disposition, disposition, error_for, status_name
 from dl_proxy.ownership import OwnershipCache
 from dl_proxy.proto import distributedlog_pb2 as pb
 from storage.common.futures import FutureGroup
-from storage.errors import DLError
+from storage.errors import DLError, ProducerFencedError
 from storage.formats.dlsn import DLSN
 from storage.formats.recordset import member_dlsns
 
 __all__ = ["AnswerHandling"]
 
 log = logging.getLogger("dl_proxy.client")
+
+#: gRPC details of an UNAVAILABLE call that never left the client (no connection could be made).
+_NOT_CONNECTED = ("failed to connect", "connection refused", "dns resolution", "name resolution", "no route to host",
+                  "connect failed", "connection attempt timed out")  # fmt: skip
+
+
+def never_sent(e: TransportError) -> bool:
+    """True when the request certainly did not reach a proxy (no connection could be made)."""
+    if e.code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    text = str(e).lower()
+    return any(s in text for s in _NOT_CONNECTED)
 
 
 class AnswerHandling:
@@ -52,6 +71,7 @@ class AnswerHandling:
     _backoff_start: float
     _backoff_max: float
     _rand: random.Random
+    metrics: ClientMetrics
 
     def _back_off(self, st: StreamState) -> None:
         """Full-jitter exponential backoff of the stream (caller holds the lock)."""
@@ -63,8 +83,14 @@ class AnswerHandling:
             st.inflight -= 1
             b.state = BatchState.WAITING
             b.last_error = f"{target}: {e}"
+            if not never_sent(e) and not e.definite:
+                b.maybe_stored = True  # the request may have been served (a lost reply, a broken connection)
             if e.definite:
+                e.error.outcome_unknown = b.maybe_stored
                 self._finish(st, b, [e.error] * len(b))
+                return
+            if b.abandoned:
+                self._drop_abandoned(st, b)
                 return
             if e.unreachable:
                 self._mark_unreachable(target)
@@ -91,16 +117,43 @@ class AnswerHandling:
         with self._mu:
             st.inflight -= 1
             b.state = BatchState.WAITING
+            b.answered = True
             kind = disposition(code)
             if kind is Disposition.SUCCESS:
-                self._served(st, b, target)
+                self._served(st, b, target, head)
                 if isinstance(resp, pb.WriteResponse):
                     self._on_write_result(st, b, target, resp)
                 else:
                     self._on_bulk_results(st, b, target, resp)
                 return
+            if head.outcome_unknown and kind not in (Disposition.FENCED, Disposition.STATE_LOST):
+                b.maybe_stored = True  # (those two speak of earlier attempts, which the client knows better)
             b.last_error = f"{target}: {status_name(code)}" + (f" {head.err_msg}" if head.err_msg else "")
-            if kind is Disposition.REDIRECT:
+            detail = f"{head.err_msg} (stream {st.name!r}, proxy {target})"
+            if kind is Disposition.FENCED:
+                err = error_for(code, detail, epoch=int(head.producer_epoch), outcome_unknown=head.outcome_unknown)
+                self._fence(st, err)
+                self._finish(st, b, [err] * len(b))
+            elif kind is Disposition.STATE_LOST:
+                newer = 0 <= st.epoch < int(head.producer_epoch)
+                if b.maybe_stored or newer:
+                    # an earlier attempt may have stored it (or an older epoch's did): its outcome is unknown
+                    err = error_for(code, detail, epoch=int(head.producer_epoch), outcome_unknown=True)
+                    self._finish(st, b, [err] * len(b))
+                if newer:
+                    self._fence(
+                        st,
+                        ProducerFencedError(
+                            f"{detail}: a newer instance holds epoch {head.producer_epoch}",
+                            epoch=int(head.producer_epoch),
+                        ),
+                    )
+                elif st.fenced is None:
+                    # batches never stored are sent again under a new epoch (renumbered); see _batching
+                    st.reinit_pending = st.reinit_pending or "the proxy lost this producer's state"
+            elif b.abandoned:
+                self._drop_abandoned(st, b)
+            elif kind is Disposition.REDIRECT:
                 self._on_found(st, b, target, head.location)
             elif kind is Disposition.RESEQUENCE:
                 self._on_out_of_order(st, b, int(head.expected_sequence))
@@ -115,9 +168,30 @@ class AnswerHandling:
                 st.recovering = True
                 self._back_off(st)
             else:
-                err = error_for(code, f"{head.err_msg} (stream {st.name!r}, proxy {target})",
-                                location=head.location)  # fmt: skip
+                err = error_for(code, detail, location=head.location, outcome_unknown=b.maybe_stored)
                 self._finish(st, b, [err] * len(b))
+
+    def _fence(self, st: StreamState, err: DLError) -> None:
+        """A newer instance of this producer took the stream over: fail every batch never sent (certainly not
+        stored) and every later write; batches sent before are resent once to learn their outcome."""
+        if st.fenced is None:
+            log.warning("stream %r: %s", st.name, err)
+        definitive = ProducerFencedError(str(err), epoch=getattr(err, "epoch", None))
+        st.fenced = definitive
+        for other in list(st.unacked):
+            if other.attempts == 0 and other.state is BatchState.WAITING:
+                self._finish(st, other, [definitive] * len(other))
+        if st.open is not None:
+            ob = st.open
+            st.open = None
+            ob.state = BatchState.DONE
+            self._release_bytes(st, ob.nbytes)
+            self._resolve(ob, [definitive] * len(ob))
+
+    def _drop_abandoned(self, st: StreamState, b: Batch) -> None:
+        """An abandoned batch (its delivery timeout passed; its futures have failed) got a non-success answer: it
+        goes no more; the stream re-initialises once nothing is in flight."""
+        st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
 
     def _on_found(self, st: StreamState, b: Batch, target: str, location: str) -> None:
         b.redirects += 1
@@ -138,66 +212,52 @@ class AnswerHandling:
         if first.seq <= expected < b.seq:
             b.after_ooo = True  # an earlier batch of ours is not stored yet: go after it
         elif expected < first.seq:
-            st.bump_pending = True  # the proxy wants records we no longer hold
+            st.reinit_pending = st.reinit_pending or f"the proxy expects sequence {expected}, no longer held here"
         else:
             st.recovering = True  # the proxy is ahead of this batch yet did not call it a duplicate: ask again
             self._back_off(st)
 
-    def _served(self, st: StreamState, b: Batch, target: str) -> None:
-        """``target`` answered success: it owns the stream; the stream leaves recovery."""
+    def _served(self, st: StreamState, b: Batch, target: str, head: pb.ResponseHeader) -> None:
+        """``target`` answered success: it owns the stream; its epoch and window are the producer's now; the
+        stream leaves recovery."""
         self.owners.update(st.name, target)
         self._quarantine.pop(target, None)
         st.confirmed = target
         st.recovering, st.backoff_s, b.redirects = False, 0.0, 0
+        if b.producer_id:
+            st.epoch = int(head.producer_epoch)
+            st.window = max(1, int(head.max_inflight))
 
     def _on_write_result(self, st: StreamState, b: Batch, target: str, resp: pb.WriteResponse) -> None:
         """A record (set) stored: its DLSN is the first member's; member ``i`` is at its slot + ``i``."""
         try:
             first = DLSN.deserialize(resp.dlsn)
         except DLError as e:
+            e.outcome_unknown = True
             self._finish(st, b, [e] * len(b))
             return
         self._finish(st, b, member_dlsns(first, len(b)))
 
     def _on_bulk_results(self, st: StreamState, b: Batch, target: str, resp: pb.BulkWriteResponse) -> None:
-        """Per-record answers: stored ones resolve, definitive failures fail, the rest is resent (same seqs)."""
+        """Per-record answers of a stored request (a request is stored whole: every record succeeded)."""
         results = list(resp.write_responses)
+        outcomes: list[DLSN | DLError] = []
         if len(results) != len(b):
-            err = error_for(pb.UNEXPECTED, f"proxy {target} answered {len(results)} results for {len(b)} records")
+            err = error_for(pb.UNEXPECTED, f"proxy {target} answered {len(results)} results for {len(b)} records",
+                            outcome_unknown=True)  # fmt: skip
             self._finish(st, b, [err] * len(b))
             return
-        outcomes: list[DLSN | DLError | None] = []
         for r in results:
-            code = int(r.header.code)
-            kind = disposition(code)
-            if kind is Disposition.SUCCESS:
-                try:
-                    outcomes.append(DLSN.deserialize(r.dlsn))
-                except DLError as e:
-                    outcomes.append(e)
-            elif kind is Disposition.FAIL:
-                outcomes.append(error_for(code, f"{r.header.err_msg} (stream {st.name!r}, proxy {target})"))
-            else:
-                outcomes.append(None)  # not stored: send again
-        if all(o is not None for o in outcomes):
-            self._finish(st, b, outcomes)  # type: ignore[arg-type]
-            return
-        parts: list[Batch] = []
-        i = 0
-        while i < len(b):
-            j = i + 1
-            while j < len(b) and (outcomes[j] is None) == (outcomes[i] is None):
-                j += 1
-            if outcomes[i] is None:
-                parts.append(b.split(i, j))
-            else:
-                done = b.split(i, j)
-                done.state = BatchState.DONE
-                self._resolve(done, outcomes[i:j])  # type: ignore[arg-type]
-            i = j
-        st.replace(b, parts)
-        b.state = BatchState.DONE
-        self._pending_bytes -= b.nbytes - sum(p.nbytes for p in parts)
+            try:
+                outcomes.append(DLSN.deserialize(r.dlsn))
+            except DLError as e:
+                e.outcome_unknown = True
+                outcomes.append(e)
+        self._finish(st, b, outcomes)
+
+    def _release_bytes(self, st: StreamState, nbytes: int) -> None:
+        self._pending_bytes -= nbytes
+        st.pending_bytes -= nbytes
         self._space.notify_all()
 
     def _finish(self, st: StreamState, b: Batch, outcomes: Sequence[DLSN | DLError]) -> None:
@@ -205,8 +265,7 @@ class AnswerHandling:
         b.state = BatchState.DONE
         if b in st.unacked:
             st.unacked.remove(b)
-        self._pending_bytes -= b.nbytes
-        self._space.notify_all()
+        self._release_bytes(st, b.nbytes)
         self._resolve(b, outcomes)
 
     def _resolve(self, b: Batch, outcomes: Sequence[DLSN | DLError]) -> None:
@@ -214,6 +273,15 @@ class AnswerHandling:
         future's callbacks may call back into the client)."""
         assert len(b.futures) == len(outcomes)
         self._outcomes.append((b.futures, outcomes))
+        m = self.metrics
+        if b.attempts:
+            m.ack_latency.observe(time.monotonic() - b.created)
+        acked = sum(1 for o in outcomes if isinstance(o, DLSN))
+        if acked:
+            m.records_acked.inc(acked)
+        for o in outcomes:
+            if isinstance(o, DLError):
+                m.records_failed.labels("unknown" if o.outcome_unknown else "definitive").inc()
 
     def _deliver(self) -> None:
         """Set the queued outcomes (loop thread, lock NOT held)."""

@@ -22,15 +22,21 @@ repeats all of a stored request or none of it). A set that does not line up with
 producer id reused by a client that batched differently) is answered RECORD_SET_SPLIT and goes again as
 separate records, each answered on its own.
 
-Records whose ``timeout_s`` ran out have their futures failed ("outcome unknown") but stay in ``unacked`` and
-keep being sent: the proxy stores a producer's sequence without gaps, so dropping them would stall every later
-batch of the stream.
+Epochs: the stream's first request carries no epoch, only the client's instance token; the proxy answers the
+epoch it gave this instance (a new instance of the same producer id fences the older ones, see
+:mod:`dl_proxy.dedup`), and every later request carries it.
 
-Generations: when the proxy expects a sequence this client no longer holds (records that failed definitively,
-e.g. too large for the proxy, or a proxy that forgot the producer), the stream moves to a new producer id
-``<producer_id>.<n>`` and renumbers its unanswered batches from 0 — only while nothing of the stream is in
-flight, so no request under the old id can be stored later (the old id's sequence has a gap the client never
-fills).
+The window: the proxy remembers the latest ``max_inflight`` requests of a producer (it says how many in every
+answer) and the client never sends a new request while that many have gone out since its oldest unanswered one
+(each first send takes an *ordinal*), so every request the client may resend is one the proxy remembers.
+
+Delivery timeout: a batch not acknowledged within ``timeout_s`` fails (outcome unknown if it may have reached a
+proxy, else definitively) and is abandoned: once nothing of the stream is in flight, it is dropped and the stream
+*re-initialises*: a new instance token, hence a new epoch, and its unsent batches renumbered from 0. The same
+happens when the proxy expects a sequence this client no longer holds (records that failed definitively leave a
+gap) and when the proxy lost the producer's state (PRODUCER_STATE_LOST: the batches sent under the old epoch fail
+as outcome unknown). Re-initialising only while nothing is in flight means no request of the old epoch can be
+stored later.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from storage.errors import DLError
 from storage.formats.dlsn import DLSN
 
 __all__ = ["Batch", "BatchState", "StreamState"]
@@ -75,6 +82,12 @@ class Batch:
     after_ooo: bool = False  # overtook an earlier batch: resend once every earlier one is answered
     separate: bool = False  # send as separate records (writeBulk), not as a record set (RECORD_SET_SPLIT)
     last_error: str = ""
+    ordinal: int = -1  # set at its first send (the window's count)
+    #: an attempt may have stored it (a request that may have reached a proxy: a lost reply, an outcome-unknown
+    #: answer); False: every attempt certainly did not store it
+    maybe_stored: bool = False
+    abandoned: bool = False  # its delivery timeout passed: its futures failed; dropped at the next re-init
+    answered: bool = False  # a proxy answered one of its attempts (else no proxy was ever reached)
 
     def __len__(self) -> int:
         return len(self.payloads)
@@ -100,6 +113,8 @@ class Batch:
         part.last_error = self.last_error
         part.attempts = self.attempts
         part.separate = self.separate
+        part.ordinal = self.ordinal
+        part.maybe_stored = self.maybe_stored
         part.seal(self.producer_id, self.seq + start)
         return part
 
@@ -130,28 +145,36 @@ class StreamState:
     """One stream's batches and idempotent-producer state (guarded by the client's lock)."""
 
     name: str
-    base_producer_id: str
+    producer_id: str
+    instance_base: str = ""
     open: Batch | None = None
     unacked: list[Batch] = field(default_factory=list)  # sealed, unanswered, in sequence order
     next_seq: int = 0
-    generation: int = 0
     inflight: int = 0
-    #: only the first unanswered batch goes until one succeeds: at the start (a proxy that does not know this
-    #: producer may take any sequence as its first, so a later batch must not overtake the first one) and after
-    #: a failure (the next proxy may be another one)
+    #: the producer epoch the proxy gave this instance (-1: not yet known: requests ask for one)
+    epoch: int = -1
+    reinits: int = 0  # re-initialisations so far (the instance token's suffix)
+    #: requests this client may have outstanding, as the proxy said (one until it answered)
+    window: int = 1
+    next_ordinal: int = 0
+    #: only the first unanswered batch goes until one succeeds: at the start (the proxy gives the epoch with its
+    #: first answer) and after a failure (the next proxy may be another one)
     recovering: bool = True
     backoff_s: float = 0.0
     retry_at: float = 0.0  # time.monotonic() before which nothing is sent
     retry_armed: bool = False
-    bump_pending: bool = False
+    #: why the stream must re-initialise once nothing is in flight ("" = no need)
+    reinit_pending: str = ""
+    #: a newer instance of this producer took the stream over: every write fails with it
+    fenced: DLError | None = None
     confirmed: str = ""  # the proxy that answered the last success: only it gets several requests at once
     slow_logged: float = 0.0  # time.monotonic() of the last 'waiting' log line
+    pending_bytes: int = 0  # bytes of this stream's open and unanswered batches
 
     @property
-    def producer_id(self) -> str:
-        if not self.base_producer_id or self.generation == 0:
-            return self.base_producer_id
-        return f"{self.base_producer_id}.{self.generation}"
+    def instance(self) -> str:
+        """This instance's token for the proxy (a new one after every re-initialisation)."""
+        return f"{self.instance_base}-{self.reinits}"
 
     def seal_open(self) -> Batch | None:
         """Seal the open batch (if any) and queue it; returns it."""
@@ -169,16 +192,36 @@ class StreamState:
         i = self.unacked.index(batch)
         self.unacked[i : i + 1] = parts
 
-    def bump_generation(self) -> None:
-        """Move to the next producer id and renumber every unanswered batch from 0 (nothing may be in flight)."""
-        assert self.inflight == 0, "bump with requests in flight"
-        self.generation += 1
-        self.bump_pending = False
+    def may_send_new(self, limit: int) -> bool:
+        """Whether a batch never sent may go now: fewer than ``limit`` requests went out since the oldest
+        unanswered one (the proxy remembers that many per producer)."""
+        head = self.unacked[0] if self.unacked else None
+        if head is None or head.ordinal < 0:
+            return True
+        return self.next_ordinal - head.ordinal < limit
+
+    def reinitialise(self) -> list[Batch]:
+        """Start a new epoch (nothing may be in flight): drop the abandoned batches and those an earlier attempt
+        may have stored (renumbered, they could be stored twice: the caller fails them as outcome unknown), and
+        renumber the rest (certainly not stored) from 0 under a new instance token. Returns the dropped batches."""
+        assert self.inflight == 0, "re-initialising with requests in flight"
+        dropped = [b for b in self.unacked if b.abandoned or b.maybe_stored]
+        self.unacked = [b for b in self.unacked if not (b.abandoned or b.maybe_stored)]
+        self.reinits += 1
+        self.epoch = -1
+        self.window = 1
+        self.reinit_pending = ""
+        self.recovering = True
         seq = 0
         for b in self.unacked:
             b.seal(self.producer_id, seq)
+            b.ordinal = -1
+            b.attempts = 0
+            b.maybe_stored = False
             seq += len(b)
         self.next_seq = seq
+        self.next_ordinal = 0
+        return dropped
 
     def pending_futures(self, keep: Callable[[Batch], bool] = lambda b: True) -> list[Future[DLSN]]:
         """Futures of the open and unanswered batches that ``keep`` selects."""

@@ -3,6 +3,11 @@ use, TLS when the proxy announces it or the client insists), the auth token as c
 turned into :class:`TransportError` with what the client needs to know: was the proxy unreachable, is the outcome
 unknown, can it never succeed.
 
+A token goes only where it cannot be read on the way: to a proxy announced with TLS (or every proxy when the
+client insists on TLS), to a loopback address, or anywhere when the client allows plaintext
+(``allow_plaintext_token``); a request that would carry it in plaintext elsewhere is not sent and fails
+definitively (:meth:`TransportError.not_sent`).
+
 Channels reconnect fast (100 ms up to 1 s between attempts, instead of gRPC's default of up to 2 minutes), so a
 restarted proxy is used again within a second.
 """
@@ -18,9 +23,10 @@ import grpc.aio
 from dl_proxy.errors import BadRequestError, NotImplementedByProxyError, RequestDeniedError
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
-from storage.errors import DLError
+from dl_proxy.registry import is_loopback
+from storage.errors import DLError, InvalidArgumentError
 
-__all__ = ["Transport", "TransportError"]
+__all__ = ["NOT_SENT", "REFUSED", "UNREACHABLE", "Transport", "TransportError", "failure_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,12 @@ _CHANNEL_OPTIONS = [
 ]
 
 _UNREACHABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
+#: The codes of a proxy that answered and refused the caller (a bad or missing token).
+_REFUSED = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
+#: What :func:`failure_kind` says of a failed request.
+REFUSED, NOT_SENT, UNREACHABLE = "REFUSED", "NOT_SENT", "UNREACHABLE"
+#: How the text of a :meth:`TransportError.not_sent` error starts.
+_NOT_SENT_PREFIX = "not sent: "
 _DEFINITE = {
     grpc.StatusCode.UNAUTHENTICATED: RequestDeniedError,
     grpc.StatusCode.PERMISSION_DENIED: RequestDeniedError,
@@ -59,7 +71,31 @@ class TransportError(Exception):
         self.unknown = unknown or code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNKNOWN)
         cls = _DEFINITE.get(code)
         self.definite = cls is not None
-        self.error: DLError = (cls or DLError)(f"proxy refused the request: gRPC {code.name}: {details}")
+        unauthenticated = code == grpc.StatusCode.UNAUTHENTICATED
+        hint = " (give the proxies' shared token: ProxyClient(token=...))" if unauthenticated else ""
+        self.error: DLError = (cls or DLError)(f"proxy refused the request: gRPC {code.name}: {details}{hint}")
+
+    @classmethod
+    def not_sent(cls, error: DLError) -> TransportError:
+        """The client did not send the request, for the reason ``error`` (which the request fails with):
+        definitive, and nothing reached a proxy."""
+        e = cls(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        e.args = (f"{_NOT_SENT_PREFIX}{error}",)
+        e.definite, e.error = True, error
+        return e
+
+
+def failure_kind(error: str) -> str:
+    """What a failed request's ``str(TransportError)`` (a :class:`~dl_proxy.client.ProxyStatus`'s ``error``)
+    means: :data:`REFUSED` (the proxy answered and refused it: UNAUTHENTICATED or PERMISSION_DENIED, a bad or
+    missing token), :data:`NOT_SENT` (the client did not send it, :meth:`TransportError.not_sent`) or
+    :data:`UNREACHABLE` (anything else: no connection, no answer in time)."""
+    if error.startswith(_NOT_SENT_PREFIX):
+        return NOT_SENT
+    name = error.removeprefix("gRPC ").partition(":")[0]
+    if any(name == code.name for code in _REFUSED):
+        return REFUSED
+    return UNREACHABLE
 
 
 class Transport:
@@ -72,9 +108,11 @@ class Transport:
         token: str | None,
         tls: bool,
         credentials: tuple[bytes | None, bytes | None, bytes | None],
+        allow_plaintext_token: bool = False,
     ) -> None:
         self._loop = loop
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self._allow_plaintext = allow_plaintext_token
         self._force_tls = tls
         self._tls_addresses: frozenset[str] = frozenset()
         self._root, self._key, self._chain = credentials
@@ -85,7 +123,21 @@ class Transport:
         self._tls_addresses = addresses
 
     def _stub(self, address: str) -> pb_grpc.DistributedLogServiceStub:
+        """The stub of ``address`` (its channel made, or remade when its TLS changed).
+
+        Raises:
+            TransportError: not sent (definitive, InvalidArgumentError): a token would travel in plaintext.
+        """
         secure = self._force_tls or address in self._tls_addresses
+        if not secure and self._metadata is not None and not self._allow_plaintext:
+            host = address.rpartition(":")[0]
+            if not is_loopback(host):
+                raise TransportError.not_sent(
+                    InvalidArgumentError(
+                        f"proxy {address} is not announced with TLS: the token would travel in plaintext; use TLS, "
+                        f"or allow_plaintext_token=True / --allow-plaintext-token"
+                    )
+                )
         got = self._channels.get(address)
         if got is not None and got[2] == secure:
             return got[1]
@@ -101,7 +153,7 @@ class Transport:
         return stub
 
     async def write_bulk(self, address: str, request: pb.BulkWriteRequest, timeout_s: float) -> pb.BulkWriteResponse:
-        """One ``writeBulk``. Raises TransportError."""
+        """One ``writeBulk``. Raises TransportError (also when not sent, see :meth:`_stub`)."""
         try:
             resp: pb.BulkWriteResponse = await self._stub(address).writeBulk(
                 request, timeout=timeout_s, metadata=self._metadata
@@ -111,7 +163,7 @@ class Transport:
         return resp
 
     async def write(self, address: str, request: pb.WriteRequest, timeout_s: float) -> pb.WriteResponse:
-        """One ``write`` (a record, or a record set). Raises TransportError."""
+        """One ``write`` (a record, or a record set). Raises TransportError (also when not sent)."""
         try:
             resp: pb.WriteResponse = await self._stub(address).write(
                 request, timeout=timeout_s, metadata=self._metadata
@@ -121,7 +173,7 @@ class Transport:
         return resp
 
     async def handshake(self, address: str, timeout_s: float) -> pb.ServerInfo:
-        """One ``handshake`` with ownerships. Raises TransportError."""
+        """One ``handshake`` with ownerships. Raises TransportError (also when not sent)."""
         try:
             info: pb.ServerInfo = await self._stub(address).handshake(
                 pb.ClientInfo(get_ownerships=True), timeout=timeout_s, metadata=self._metadata

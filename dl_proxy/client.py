@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,17 +44,29 @@ import grpc.aio
 
 from dl_proxy._answers import AnswerHandling
 from dl_proxy._batching import Batch, BatchState, StreamState
+from dl_proxy._client_metrics import ClientMetrics
 from dl_proxy._transport import Transport, TransportError
 from dl_proxy.discovery import Discovery, Membership, StaticDiscovery, ZooKeeperDiscovery
 from dl_proxy.errors import (
     ClientClosedError,
+    ProducerFencedError,
+    ProducerStateLostError,
     WriteTimeoutError,
 )
 from dl_proxy.ownership import OwnershipCache
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.ring import DEFAULT_VNODES, HashRing
 from storage.common.futures import FutureGroup
-from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, LogRecordTooLongError, OverCapacityError
+from storage.errors import (
+    AlreadyClosedError,
+    DLError,
+    IllegalStateError,
+    InvalidArgumentError,
+    LogRecordTooLongError,
+    NoProxyReachableError,
+    OperationTimeoutError,
+    OverCapacityError,
+)
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORD_SIZE, RECORD_HEADER_SIZE
 from storage.formats.recordset import HEADER_LEN, encode_record_set
@@ -90,24 +102,29 @@ class ProxyClient(AnswerHandling):
     (``["host:port", ...]``). Keyword options:
 
     * ``producer_id``: the idempotent producer's id (default a fresh random one: a new producer per client).
-      A client given the id of an earlier client continues that client's sequences from 0: records whose
-      sequence the proxy already holds are taken as resends of the earlier ones (use that only to resend a
-      journal after a crash). ``""`` turns deduplication off (DistributedLog's at-least-once).
-    * ``timeout_s`` (30): each write's overall time to be acknowledged; then its future fails with
-      :class:`~dl_proxy.errors.WriteTimeoutError` (outcome unknown).
+      Every client instance gets its own *epoch* per stream from the proxy (as Kafka's producer epochs): a new
+      client with the id of an earlier one (a restarted service with a configured id) fences the earlier one,
+      whose later writes to that stream fail with :class:`~storage.errors.ProducerFencedError`; the new one's
+      records are new records. ``""`` turns deduplication off (DistributedLog's at-least-once).
+    * ``timeout_s`` (30): the delivery timeout: each write's overall time to be acknowledged; then its future
+      fails and the client stops sending it: :class:`~dl_proxy.errors.WriteTimeoutError` (outcome unknown when
+      an attempt may have stored it, else definitive), or :class:`~storage.errors.NoProxyReachableError` when no
+      proxy could be reached at all (definitive).
     * batching: ``batch_max_records`` (1000), ``batch_max_bytes`` (512 KiB), ``linger_s`` (0.002: how long an
       open batch waits for more records); ``record_sets`` (True: a batch of several records travels and is stored
       as one DistributedLog record set, as DistributedLog's client batches; False: a ``writeBulk`` of separate
       records, each its own record in the log); ``max_inflight`` (4 requests per stream, as Kafka's
-      producer allows 5: a request that reaches the proxy before an earlier one waits there for it a moment; one
-      that waited too long is answered OUT_OF_ORDER_SEQUENCE and sent again); ``max_pending_bytes``
-      (64 MiB buffered before ``write`` blocks, up to ``timeout_s``, then raises OverCapacityError).
+      producer allows 5; never more than the proxy's window, which it tells the client: every request the client
+      may resend is one the proxy remembers); ``max_pending_bytes`` (64 MiB buffered before ``write`` blocks, up
+      to ``timeout_s``, then raises OverCapacityError) and ``max_stream_pending_bytes`` (16 MiB: the same for one
+      stream, so a stuck stream never blocks writes to the others).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
       ``max_redirects`` (3 FOUND answers followed in a row before backing off).
     * ``create_if_missing`` (False): ask the proxy to create a missing log on first write.
     * security: ``token`` (sent as ``authorization: Bearer``), ``tls`` (force TLS; default: as each proxy
       announces it), ``tls_ca`` / ``tls_cert`` / ``tls_key`` (PEM file paths: the CA to trust, a client
-      certificate and key).
+      certificate and key), ``allow_plaintext_token`` (False: a write or handshake that would send the token to a
+      proxy not announced with TLS, on a non-loopback address, is not sent and fails with InvalidArgumentError).
 
     Raises:
         InvalidArgumentError: both or neither of ``uri``/``proxies``, a bad address or option.
@@ -127,6 +144,7 @@ class ProxyClient(AnswerHandling):
         record_sets: bool = True,
         max_inflight: int = 4,
         max_pending_bytes: int = 64 * 1024 * 1024,
+        max_stream_pending_bytes: int = 16 * 1024 * 1024,
         request_timeout_s: float = 5.0,
         backoff_start_s: float = 0.02,
         backoff_max_s: float = 0.5,
@@ -138,6 +156,7 @@ class ProxyClient(AnswerHandling):
         tls_cert: str | None = None,
         tls_key: str | None = None,
         vnodes: int = DEFAULT_VNODES,
+        allow_plaintext_token: bool = False,
     ) -> None:
         if (uri is None) == (proxies is None):
             raise InvalidArgumentError("ProxyClient needs exactly one of uri= (ZooKeeper) and proxies=['host:port']")
@@ -161,6 +180,8 @@ class ProxyClient(AnswerHandling):
         self._record_sets = bool(record_sets)
         self._max_inflight = max_inflight
         self._max_pending = max_pending_bytes
+        self._max_stream_pending = max_stream_pending_bytes
+        self._instance_base = uuid.uuid4().hex[:16]
         self._request_timeout_s = request_timeout_s
         self._backoff_start = backoff_start_s
         self._backoff_max = backoff_max_s
@@ -183,12 +204,17 @@ class ProxyClient(AnswerHandling):
         self._quarantine: dict[str, tuple[float, float]] = {}  # address -> (until, length)
         self._started: dict[str, int] = {}
         self._outcomes: list[tuple[Sequence[Future[DLSN]], Sequence[DLSN | DLError]]] = []  # loop thread only
+        self.metrics = ClientMetrics(
+            lambda: float(sum(st.inflight for st in list(self._streams.values()))), lambda: float(self._pending_bytes)
+        )
 
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="dl-proxy-client", daemon=True)
         self._thread.start()
         creds = _read_pem(tls_ca), _read_pem(tls_key), _read_pem(tls_cert)
-        self._transport = Transport(self._loop, token=token, tls=tls, credentials=creds)
+        self._transport = Transport(
+            self._loop, token=token, tls=tls, credentials=creds, allow_plaintext_token=allow_plaintext_token
+        )
         try:
             self.discovery: Discovery = (
                 StaticDiscovery(proxies, tls=tls) if proxies is not None else ZooKeeperDiscovery(str(uri))
@@ -199,25 +225,35 @@ class ProxyClient(AnswerHandling):
             raise
 
     # ------------------------------------------------------------------------------------------------ public API
-    def write(self, stream: str, payload: bytes) -> Future[DLSN]:
+    def write(self, stream: str, payload: bytes, callback: Callback | None = None) -> Future[DLSN]:
         """Queue one record; the future resolves to its DLSN once a proxy acknowledged it durable.
+        ``callback(dlsn, error)``, if given, is called once with the outcome (one of the two is None), on the
+        client's own thread: it must not block (it may call :meth:`write` and :meth:`close`, not :meth:`flush`).
 
         Raises at once:
             AlreadyClosedError: the client is closing or closed. InvalidStreamNameError: a bad stream name.
             LogRecordTooLongError: the payload exceeds DistributedLog's record size. InvalidArgumentError: not bytes.
             OverCapacityError (retriable): ``max_pending_bytes`` stayed full for ``timeout_s``.
-        The future fails with a :class:`storage.errors.DLError`: WriteTimeoutError (outcome unknown), or the
-        proxy's definitive answer (LogNotFoundError, EndOfStreamError, RequestDeniedError, ...).
+            ProducerFencedError: a newer instance of this producer id took the stream over.
+        The future fails with a :class:`storage.errors.DLError` whose ``outcome_unknown`` says whether the record
+        may be stored: WriteTimeoutError, NoProxyReachableError, ProducerFencedError, ProducerStateLostError, or
+        the proxy's definitive answer (LogNotFoundError, EndOfStreamError, RequestDeniedError, ...).
         """
         if type(payload) is not bytes:
-            return self.write_bulk(stream, [payload])[0]
+            return self.write_bulk(stream, [payload], callback)[0]
         n = len(payload)
         if n > MAX_PAYLOAD:
             raise _too_long(n)
-        return self._append(self._name(stream), (payload,), n)[0]
+        fut = self._append(self._name(stream), (payload,), n)[0]
+        if callback is not None:
+            fut.add_done_callback(_calling(callback))
+        return fut
 
-    def write_bulk(self, stream: str, payloads: Iterable[bytes]) -> list[Future[DLSN]]:
-        """Queue several records of one stream, in order; one future each. Raises as :meth:`write`."""
+    def write_bulk(
+        self, stream: str, payloads: Iterable[bytes], callback: Callback | None = None
+    ) -> list[Future[DLSN]]:
+        """Queue several records of one stream, in order; one future each (``callback`` is called for each).
+        Raises as :meth:`write`."""
         name = self._name(stream)
         items = [bytes(p) if isinstance(p, bytearray | memoryview) else p for p in payloads]
         for p in items:
@@ -225,7 +261,16 @@ class ProxyClient(AnswerHandling):
                 raise InvalidArgumentError(f"a payload must be bytes, not {type(p).__name__}")
             if len(p) > MAX_PAYLOAD:
                 raise _too_long(len(p))
-        return self._append(name, items, sum(map(len, items)))
+        futs = self._append(name, items, sum(map(len, items)))
+        if callback is not None:
+            call = _calling(callback)
+            for f in futs:
+                f.add_done_callback(call)
+        return futs
+
+    def metrics_text(self) -> str:
+        """This client's metrics in Prometheus' text format (:mod:`dl_proxy._client_metrics` lists them)."""
+        return self.metrics.text()
 
     def _name(self, stream: str) -> str:
         """The validated name of ``stream`` (cached). Raises InvalidStreamNameError."""
@@ -244,10 +289,12 @@ class ProxyClient(AnswerHandling):
         max_records, max_bytes, new = self._max_records, self._max_bytes, self._futures.new
         with self._mu:
             self._check_open()
-            self._wait_for_space(name, need)
             st = self._streams.get(name)
             if st is None:
-                st = self._streams[name] = StreamState(name, self.producer_id)
+                st = self._streams[name] = StreamState(name, self.producer_id, self._instance_base)
+            if st.fenced is not None:
+                raise ProducerFencedError(str(st.fenced), epoch=getattr(st.fenced, "epoch", None))
+            self._wait_for_space(st, need)
             for p in items:
                 n = len(p)
                 b = st.open
@@ -266,6 +313,7 @@ class ProxyClient(AnswerHandling):
                 b.nbytes += n
                 futures.append(fut)
             self._pending_bytes += need
+            st.pending_bytes += need
             if st.open is not None and len(st.open.payloads) >= max_records:
                 st.seal_open()
                 sealed = True
@@ -273,25 +321,47 @@ class ProxyClient(AnswerHandling):
             self._loop.call_soon_threadsafe(self._after_write, st, arm, sealed)
         return futures
 
-    def flush(self) -> None:
-        """Send every queued record and wait until each has an outcome (acknowledged, failed or timed out).
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every queued record and wait until each has an outcome (acknowledged, failed or timed out), at most
+        ``timeout`` seconds (None: until each has one, which the delivery timeout ``timeout_s`` bounds).
 
-        Outcomes are in the futures; flush itself raises only AlreadyClosedError (after :meth:`close`).
+        Outcomes are in the futures.
+
+        Raises:
+            AlreadyClosedError: after :meth:`close`. OperationTimeoutError: ``timeout`` passed first (the records
+            go on being sent). IllegalStateError: called from a write's callback (the client's own thread, which
+            must keep running for the records to be answered).
         """
+        if threading.current_thread() is self._thread:
+            raise IllegalStateError(
+                "ProxyClient.flush() called from a write's callback: the callbacks run on the client's own thread, "
+                "which flush would wait for; call it from another thread (or close(), which does not wait there)"
+            )
         with self._mu:
             if self._closed:
                 raise AlreadyClosedError("ProxyClient is closed")
-            streams = list(self._streams.values())
-            for st in streams:
-                self._seal(st)
-            futures = [f for st in streams for f in st.pending_futures() if not f.done()]
+            futures = self._seal_all()
         self._loop.call_soon_threadsafe(self._pump_all)
-        self._wait_futures(futures, "flush")
+        if not self._wait_futures(futures, "flush", timeout):
+            raise OperationTimeoutError(
+                f"flush: {sum(1 for f in futures if not f.done())} records still unanswered after {timeout}s "
+                "(they go on being sent)"
+            )
 
-    def close(self) -> None:
-        """Flush, then release the connections; later calls raise AlreadyClosedError. Idempotent.
+    def _seal_all(self) -> list[Future[DLSN]]:
+        """Seal every open batch; the futures still unanswered (caller holds the lock)."""
+        streams = list(self._streams.values())
+        for st in streams:
+            self._seal(st)
+        return [f for st in streams for f in st.pending_futures() if not f.done()]
 
-        Records whose write timed out and are still unanswered are given up (their outcome stays unknown).
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (at most ``timeout`` seconds; None: until every record has an outcome), then release the
+        connections; later calls raise AlreadyClosedError. Idempotent. Records still unanswered at the end fail
+        with ClientClosedError (``outcome_unknown`` when a request of theirs may have been stored).
+
+        Called from a write's callback (the client's own thread), it does not wait: it closes at once, as with
+        ``timeout=0`` (Kafka's producer does the same), and the connections are released right after.
         """
         with self._mu:
             if self._closing:
@@ -300,20 +370,25 @@ class ProxyClient(AnswerHandling):
                 already, self._closing = False, True
         if already:
             return
+        own_thread = threading.current_thread() is self._thread
         try:
             with self._mu:
-                streams = list(self._streams.values())
-                for st in streams:
-                    self._seal(st)
-                futures = [f for st in streams for f in st.pending_futures() if not f.done()]
-            self._loop.call_soon_threadsafe(self._pump_all)
-            self._wait_futures(futures, "close")
+                futures = self._seal_all()
+            if not own_thread:
+                self._loop.call_soon_threadsafe(self._pump_all)
+                self._wait_futures(futures, "close", timeout)
         finally:
             with self._mu:
                 self._closed = True
                 self._space.notify_all()
-            self.discovery.close()
-            self._stop_loop()
+            if own_thread:
+                threading.Thread(target=self._finish_close, name="dl-proxy-client-close", daemon=True).start()
+            else:
+                self._finish_close()
+
+    def _finish_close(self) -> None:
+        self.discovery.close()
+        self._stop_loop()
 
     def proxy_status(self, timeout_s: float = 5.0) -> list[ProxyStatus]:
         """Handshake with every known proxy (ownerships included), sorted by address.
@@ -342,25 +417,37 @@ class ProxyClient(AnswerHandling):
         if self._closing or self._closed:
             raise AlreadyClosedError("ProxyClient is closed")
 
-    def _wait_for_space(self, stream: str, need: int) -> None:
-        """Block (holding nothing but the condition) while the buffered bytes exceed ``max_pending_bytes``; never
-        on the client's own thread (a future's callback that writes), which must keep answering."""
-        if self._pending_bytes + need <= self._max_pending or self._pending_bytes == 0:
+    def _wait_for_space(self, st: StreamState, need: int) -> None:
+        """Block (holding nothing but the condition) while the buffered bytes exceed ``max_pending_bytes``, or the
+        stream's exceed ``max_stream_pending_bytes``; never on the client's own thread (a future's callback that
+        writes), which must keep answering.
+
+        Raises:
+            OverCapacityError: still full after ``timeout_s`` (or at once on the client's thread).
+        """
+
+        def full() -> bool:
+            over_all = self._pending_bytes + need > self._max_pending and self._pending_bytes > 0
+            over_stream = st.pending_bytes + need > self._max_stream_pending and st.pending_bytes > 0
+            return over_all or over_stream
+
+        if not full():
             return
         block = threading.current_thread() is not self._thread
         start = time.monotonic()
         logged = start
-        while self._pending_bytes + need > self._max_pending and self._pending_bytes > 0:
+        while full():
             now = time.monotonic()
             if not block or now - start >= self.timeout_s:
                 raise OverCapacityError(
-                    f"{self._pending_bytes} bytes wait to be written through the proxies "
-                    f"(max_pending_bytes={self._max_pending}) for {self.timeout_s}s: not written"
+                    f"{st.pending_bytes} bytes of stream {st.name!r} and {self._pending_bytes} in all wait to be "
+                    f"written through the proxies (max_stream_pending_bytes={self._max_stream_pending}, "
+                    f"max_pending_bytes={self._max_pending}) for {self.timeout_s}s: not written"
                 )
             if now - logged >= LOG_WAIT_S:
                 logged = now
-                log.warning("write to %r waits %.1fs for buffer space (%d bytes pending)", stream, now - start,
-                            self._pending_bytes)  # fmt: skip
+                log.warning("write to %r waits %.1fs for buffer space (%d bytes pending for it, %d in all)",
+                            st.name, now - start, st.pending_bytes, self._pending_bytes)  # fmt: skip
             self._space.wait(min(LOG_WAIT_S, self.timeout_s - (now - start)))
             self._check_open()
 
@@ -368,18 +455,24 @@ class ProxyClient(AnswerHandling):
     def _seal(st: StreamState) -> Batch | None:
         return st.seal_open()
 
-    def _wait_futures(self, futures: list[Future[DLSN]], what: str) -> None:
-        """Wait for every one of ``futures`` (in order: each wait is cheap), logging what waits every second."""
+    def _wait_futures(self, futures: list[Future[DLSN]], what: str, timeout: float | None = None) -> bool:
+        """Wait for every one of ``futures`` (in order: each wait is cheap), at most ``timeout`` seconds, logging
+        what waits every second; True when all are done."""
         start = time.monotonic()
+        end = None if timeout is None else start + max(0.0, timeout)
         for f in futures:
             while True:
+                step = LOG_WAIT_S if end is None else min(LOG_WAIT_S, end - time.monotonic())
                 try:
-                    f.exception(timeout=LOG_WAIT_S)
+                    f.exception(timeout=max(0.0, step))
                     break
                 except concurrent.futures.TimeoutError:
+                    if end is not None and time.monotonic() >= end:
+                        return False
                     pending = sum(1 for g in futures if not g.done())
                     log.warning("%s waits %.1fs for %d records: %s", what, time.monotonic() - start, pending,
                                 self._describe_waiting())  # fmt: skip
+        return True
 
     def _describe_waiting(self) -> str:
         with self._mu:
@@ -408,10 +501,21 @@ class ProxyClient(AnswerHandling):
 
     async def _shutdown(self) -> None:
         with self._mu:
-            left = [f for st in self._streams.values() for f in st.pending_futures()]
-        for f in left:
+            left = [
+                (f, b.maybe_stored or b.state is BatchState.IN_FLIGHT)
+                for st in self._streams.values()
+                for b in [*st.unacked, *([st.open] if st.open is not None else [])]
+                for f in b.futures
+            ]
+        for f, unknown in left:
             if not f.done():
-                f.set_exception(ClientClosedError("ProxyClient closed before this write was acknowledged"))
+                f.set_exception(
+                    ClientClosedError(
+                        "ProxyClient closed before this write was acknowledged"
+                        + (" (it may be stored)" if unknown else " (it was not sent, so it is not stored)"),
+                        outcome_unknown=unknown,
+                    )
+                )
         await self._transport.close()
 
     def _after_write(self, st: StreamState, arm: list[Batch], sealed: bool) -> None:
@@ -436,31 +540,32 @@ class ProxyClient(AnswerHandling):
             self._pump(st)
 
     def _pump(self, st: StreamState) -> None:
-        """Send what may go now: batches in sequence order, at most ``max_inflight`` out, only the first one
-        while recovering, nothing before ``retry_at``."""
+        """Send what may go now: batches in sequence order, at most ``max_inflight`` (and the proxy's window) out,
+        a batch never sent only while fewer than the window went out since the oldest unanswered one, only the
+        first one while recovering, nothing before ``retry_at``; re-initialise first when that is due."""
         sends: list[tuple[Batch, str]] = []
         with self._mu:
             if self._closed:
                 return
             now = time.monotonic()
-            if st.bump_pending and st.inflight == 0:
-                log.warning("stream %r: the proxy expects a sequence this client no longer holds (records failed "
-                            "definitively); moving to producer id %s.%d", st.name, self.producer_id,
-                            st.generation + 1)  # fmt: skip
-                st.bump_generation()
-            if st.bump_pending:
+            if st.reinit_pending and st.inflight == 0:
+                self._reinitialise(st)
+            if st.reinit_pending:
                 return
             if st.retry_at > now:
                 if not st.retry_armed:
                     st.retry_armed = True
                     self._loop.call_at(st.retry_at, self._retry_timer, st)
                 return
+            limit = min(self._max_inflight, st.window)
             for i, b in enumerate(st.unacked):
-                if st.inflight >= self._max_inflight:
+                if st.inflight >= limit:
                     break
-                if b.state is BatchState.IN_FLIGHT:
+                if b.state is not BatchState.WAITING or b.abandoned:
                     continue
                 if i > 0 and (st.recovering or b.after_ooo):
+                    break
+                if b.attempts == 0 and (st.fenced is not None or not st.may_send_new(limit)):
                     break
                 target = self._route(st.name, b)
                 if target is None:
@@ -468,7 +573,10 @@ class ProxyClient(AnswerHandling):
                     break
                 if i > 0 and target != st.confirmed:
                     break  # a proxy new to this stream gets one request until it answers (it may not know us yet)
-                self._merge_following(st, i)
+                if b.attempts == 0:
+                    self._merge_following(st, i)
+                    b.ordinal = st.next_ordinal
+                    st.next_ordinal += 1
                 b.state, b.target, b.after_ooo = BatchState.IN_FLIGHT, target, False
                 b.attempts += 1
                 if target not in b.tried:
@@ -478,7 +586,24 @@ class ProxyClient(AnswerHandling):
                 if st.recovering:
                     break
         for b, target in sends:
-            self._loop.create_task(self._send(st, b, target))
+            self._loop.create_task(self._send(st, b, target, st.epoch, st.instance))
+
+    def _reinitialise(self, st: StreamState) -> None:
+        """Start a new producer epoch on the stream (caller holds the lock; nothing in flight)."""
+        log.warning("stream %r: %s; starting a new producer epoch (instance %s)", st.name, st.reinit_pending,
+                    f"{st.instance_base}-{st.reinits + 1}")  # fmt: skip
+        reason = st.reinit_pending
+        for b in st.reinitialise():
+            if b.abandoned:
+                self._release_bytes(st, b.nbytes)
+                b.state = BatchState.DONE
+                continue
+            err = ProducerStateLostError(
+                f"{len(b)} records of stream {st.name!r} were sent under producer epoch {b.producer_id}/"
+                f"{b.seq}.. and may be stored; the stream starts a new epoch ({reason}), so they are not sent "
+                "again (they could be stored twice): their outcome is unknown"
+            )
+            self._finish(st, b, [err] * len(b))
 
     def _merge_following(self, st: StreamState, i: int) -> None:
         """Merge into ``st.unacked[i]`` (about to be sent) the waiting batches right after it, and the open batch
@@ -533,10 +658,19 @@ class ProxyClient(AnswerHandling):
             st.retry_armed = True
             self._loop.call_at(st.retry_at, self._retry_timer, st)
 
-    async def _send(self, st: StreamState, b: Batch, target: str) -> None:
+    async def _send(self, st: StreamState, b: Batch, target: str, epoch: int, instance: str) -> None:
+        m = self.metrics
+        m.requests_sent.inc()
+        m.records_sent.inc(len(b))
+        if b.attempts > 1:
+            m.requests_retried.inc()
         ctx = pb.WriteContext(
             tried_hosts=b.tried, producer_id=b.producer_id, sequence=b.seq, create_if_missing=self._create
         )
+        if b.producer_id:
+            ctx.producer_instance = instance
+            if epoch >= 0:
+                ctx.producer_epoch = epoch
         response: pb.WriteResponse | pb.BulkWriteResponse
         try:
             if len(b) == 1 or (self._record_sets and not b.separate):
@@ -563,21 +697,55 @@ class ProxyClient(AnswerHandling):
         self._pump(st)
 
     def _expire(self, stream: str, futures: list[Future[DLSN]]) -> None:
-        """The deadline of the records written together with ``futures``: fail those not yet answered."""
+        """The delivery timeout of the records written together with ``futures``: fail those not yet answered and
+        abandon their batches (the client stops sending them; the stream then starts a new epoch)."""
         late = [f for f in futures if not f.done()]
         if not late:
             return
+        late_ids = {id(f) for f in late}
+        errors: list[tuple[Future[DLSN], DLError]] = []
         with self._mu:
             st = self._streams.get(stream)
-            head = st.unacked[0].describe() if st is not None and st.unacked else "nothing queued"
-        err = WriteTimeoutError(
-            f"{len(late)} records of stream {stream!r} not acknowledged within {self.timeout_s}s; their outcome is "
-            f"unknown (they may be stored, once; the client keeps resending them in order). Waiting: {head}"
-        )
-        log.warning("%s", err)
-        for f in late:
+            batches = [] if st is None else [b for b in st.unacked if any(id(f) in late_ids for f in b.futures)]
+            for b in batches:
+                b.abandoned = True
+                err = self._timeout_error(stream, b)
+                errors += [(f, err) for f in b.futures]
+                if st is not None and b.state is not BatchState.IN_FLIGHT:
+                    st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
+            if st is not None and st.open is not None and any(id(f) in late_ids for f in st.open.futures):
+                errors += [(f, self._timeout_error(stream, st.open)) for f in st.open.futures]
+        for f, err in errors:
             if not f.done():
                 f.set_exception(err)
+        for f in late:
+            if not f.done():  # in no batch any more (answered meanwhile, racing this timer)
+                f.set_exception(WriteTimeoutError(f"not acknowledged within {self.timeout_s}s (stream {stream!r})"))
+        if errors:
+            log.warning("%s", errors[0][1])
+        st2 = self._streams.get(stream)
+        if st2 is not None:
+            self._pump(st2)
+
+    def _timeout_error(self, stream: str, b: Batch) -> DLError:
+        """The error of ``b``'s futures at its delivery timeout: outcome unknown if an attempt may have stored it;
+        else definitive, and "no write proxy reachable" when no proxy ever answered."""
+        if b.maybe_stored:
+            return WriteTimeoutError(
+                f"{len(b)} records of stream {stream!r} not acknowledged within {self.timeout_s}s; their outcome is "
+                f"unknown (they may be stored, once; the client no longer sends them): {b.describe()}"
+            )
+        if not b.answered:
+            return NoProxyReachableError(
+                f"no write proxy reachable for {self.timeout_s}s ({self.discovery.describe()}): {len(b)} records of "
+                f"stream {stream!r} were not sent, so they are not stored"
+                + (f"; last error: {b.last_error}" if b.last_error else "")
+            )
+        return WriteTimeoutError(
+            f"{len(b)} records of stream {stream!r} not stored within {self.timeout_s}s (every attempt was refused, "
+            f"so they are not stored): {b.describe()}",
+            outcome_unknown=False,
+        )
 
     def _log_slow(self, st: StreamState, b: Batch) -> None:
         """A batch unanswered for a second: log it (at most one line per stream and second; then again every
@@ -617,6 +785,21 @@ class ProxyClient(AnswerHandling):
             return ProxyStatus(address, str(pb.ServerStatus.Name(info.server_status)), dict(info.ownerships))
 
         return list(await asyncio.gather(*(one(a) for a in addresses)))
+
+
+#: A per-record callback: ``callback(dlsn, None)`` once stored, ``callback(None, error)`` once failed.
+Callback = Callable[[DLSN | None, DLError | None], None]
+
+
+def _calling(callback: Callback) -> Callable[[Future[DLSN]], None]:
+    def done(f: Future[DLSN]) -> None:
+        exc = f.exception()
+        if exc is None:
+            callback(f.result(), None)
+        else:
+            callback(None, exc if isinstance(exc, DLError) else DLError(str(exc), outcome_unknown=True))
+
+    return done
 
 
 def _too_long(n: int) -> LogRecordTooLongError:

@@ -1,68 +1,68 @@
 """Idempotent producers: exactly-once writes through the write proxy (beyond DistributedLog, whose proxy is
-at-least-once; the scheme is Kafka's idempotent producer, kept in the log itself).
+at-least-once; the scheme is Kafka's idempotent producer with producer epochs, kept in the log itself).
 
-**The protocol.** A client names itself with a ``producer_id`` and numbers its payloads per stream from 0:
-every request carries the sequence number of its first payload (``WriteContext.sequence``; a bulk's payloads
-take consecutive numbers). Per (producer, stream) the owning proxy remembers ``last``, the highest sequence
-stored, and for the latest ``proxyProducerWindow`` sequences the DLSN each was stored at. For a request of
-sequences ``s .. s+n-1``:
+**Identity.** A client names itself with a ``producer_id`` and, per client instance, a random
+``producer_instance`` token. Its first request to a stream carries no epoch: the owning proxy gives the
+instance an *epoch* for that stream (0 for a producer id it does not know, else the current epoch + 1) and
+answers it in the response; every later request carries it. A new instance of the same producer id therefore
+*fences* the older ones: their requests fail with PRODUCER_FENCED naming the newer epoch (and are not stored).
+Sequences restart at 0 with every epoch. A request without an epoch from the instance that holds the current
+epoch is a resend of its first request (whose answer was lost) and is treated as a request of that epoch.
 
-* ``s == last + 1``: stored; ``last`` becomes ``s + n - 1``.
-* ``s <= last``: the part up to ``last`` is NOT stored again: those payloads answer SUCCESS with
-  ``duplicate=true`` and their ORIGINAL DLSN (waiting for it if the original write is still in flight); the
-  rest, if any, is stored. A duplicate older than the window answers REQUEST_DENIED (it was stored, but its
-  DLSN is forgotten), never a second copy.
-* ``s > last + 1``: OUT_OF_ORDER_SEQUENCE with ``expected_sequence = last + 1``: an earlier request was lost
-  or overtaken; the client resends from there, in order (so a producer's records land in the order it sent them,
-  even with several requests in flight).
-* an unknown producer (new, or forgotten: below) must start at sequence 0; anything else is
-  OUT_OF_ORDER_SEQUENCE with ``expected_sequence = 0`` and a message saying the producer is unknown.
-* a record set (``WriteContext.is_record_set``, how the client sends a batch) of n members takes the sequences
-  ``s .. s+n-1``, one per member, and is stored whole as one record. A set above ``last`` is stored; a set
-  inside ONE stored request answers ``duplicate`` with its first member's original DLSN (the members are
-  consecutive slots); any other set at or below ``last`` (part new, or stored across several requests: its
-  members' DLSNs are not consecutive) answers RECORD_SET_SPLIT, and the client resends its records
-  separately (``writeBulk``), each answered as above.
+**Sequences.** An instance numbers its payloads per stream from 0; a request carries the sequence of its
+first payload and ``n`` payloads take ``s .. s+n-1`` (a record set of n members too). Every request is
+stored as ONE entry (atomic: all of it or nothing). Per producer the proxy remembers ``last``, the highest
+sequence stored in the current epoch, and its latest ``proxyProducerWindow`` requests (first sequence, count,
+CRC32C of the payloads, DLSN); the proxy tells clients that window in every answer and a client never has
+more requests outstanding than that, counting from its oldest unanswered one (so any request a client may
+resend is in the window). For a request of sequences ``s .. e``:
 
-**Durable with the records.** Each stored request is written as ONE entry (``AsyncLogWriter.write_marked``): a
-control record ``dlproxy1:{"p": producer, "s": first sequence, "n": count}`` followed by the data records. The
-marker and the records are durable together or not at all, so "stored" and "remembered" cannot diverge, across a
-crash at any point (after the append and before the reply included). Control records are invisible to every
-reader (the storage readers, ``read_arrow``, the Spark source, the Java shim): they read the log exactly as if
-one writer had written the data records. The marker's txid is the batch's (a millisecond timestamp), which
-dates the producer's activity.
+* ``s == last + 1``: stored.
+* ``s > last + 1``: OUT_OF_ORDER_SEQUENCE with ``expected_sequence = last + 1`` (an earlier request was lost or
+  overtaken; the client resends in order).
+* ``s <= last``: a resend. It is answered ``duplicate`` with the ORIGINAL DLSN only when it is exactly a
+  remembered request (same first sequence, count and CRC32C); any other overlap of stored sequences is
+  SEQUENCE_MISMATCH (not stored); a resend older than the window is PRODUCER_STATE_LOST (it was stored, once,
+  but its DLSN is no longer known: the outcome the client can report is "unknown").
 
-**Rebuilt by the next owner.** A proxy that takes a stream over (after a release, a SIGKILL, a lost session)
-first opens the core writer (recovery fences the previous owner and completes its segment), then rebuilds the
-table before serving: it walks segments backwards to the last *snapshot* (or to the first segment completed
-longer than the expiry ago) and replays the markers after it.
-Snapshots ride on a marker (``"snap"``: every live producer's ``last``, last activity and window) on the first
-producer batch after each acquisition and every ``proxyDedupSnapshotInterval`` batches, so a rebuild reads
-about one interval of the log, never all of it. Batches still in flight when a snapshot is taken are in the
-same segment before it (a roll waits for every acknowledgement), and the rebuild reads them from there.
+**Fencing is definitive.** Per producer the proxy also keeps the ``last`` of its few previous epochs: a request
+of an older epoch above that epoch's ``last`` is answered PRODUCER_FENCED (certainly not stored); one at or
+below it is PRODUCER_STATE_LOST with the newer epoch (stored earlier; the fenced client reports it as outcome
+unknown). A request of an epoch older than those remembered is PRODUCER_FENCED with ``outcome_unknown``.
 
-**Bounded.** Per producer, ``proxyProducerWindow`` sequences keep their DLSN; a producer idle on a stream longer
-than ``proxyProducerExpirySeconds`` is forgotten (dropped lazily, and from snapshots); a snapshot larger than
-:data:`SNAPSHOT_MAX_BYTES` keeps the newest part of each window.
+**Durable with the records.** Each request's entry starts with a control record
+``dlproxy1:{"p": producer, "e": epoch, "i": instance, "s": first, "n": count, "c": crc32c}``, followed by the
+data records: the marker and the records are durable together or not at all, across a crash at any point.
+Control records are invisible to every reader (the storage readers, ``read_arrow``, the Spark source, the Java
+shim). The marker's txid is the request's (a millisecond timestamp), which dates the producer's activity.
 
-**Limits.** (1) Dedup is per stream and per producer id: two clients sharing an id break it; the client makes a
-fresh id per instance. (2) A retry older than the window gets REQUEST_DENIED, and a producer resuming after the
-expiry is unknown (it must use a new id). (3) Without a ``producer_id`` a write is at-least-once, as in
-DistributedLog. (4) Truncating or purging the segment that holds the last snapshot loses the forgotten part of
-the state: a rebuild then starts at the first readable segment, so only producers active since are known (older
-retries are answered "unknown producer", never stored twice if the window is still readable). (5) A retry that
-arrives after the stream was sealed or deleted is not deduplicated. (6) The first acquisition of a log written
-without the proxy reads the segments completed within the expiry (it finds no snapshot): a large, young log
-takes that long to acquire once.
+**Rebuilt by the next owner.** A proxy that takes a stream over first opens the core writer (recovery fences
+the previous owner and completes its segment), then rebuilds the table before serving: it reads the log
+*backwards* from its end, a chunk of entries at a time, to the last *snapshot* (a marker with ``"snap"``: every
+live producer's state), then replays the markers after it. Snapshots ride on the first producer request
+after each acquisition and then every ``proxyDedupSnapshotInterval`` requests or :data:`SNAPSHOT_EVERY_BYTES`
+bytes, whichever comes first, so a rebuild reads about that much of the log whatever the segment's size.
+
+**Bounded.** Per producer ``proxyProducerWindow`` requests; per stream at most ``proxyMaxProducersPerStream``
+producers (the least recently active is evicted: its next request is answered PRODUCER_STATE_LOST and its
+client starts a new epoch); a producer idle longer than ``proxyProducerExpirySeconds`` is forgotten the same
+way. A snapshot larger than :data:`SNAPSHOT_MAX_BYTES` is not written (logged); the rebuild then reads back to
+an earlier snapshot or to the expiry.
+
+**Limits.** (1) Without a ``producer_id`` a write is at-least-once, as in DistributedLog. (2) Truncating or
+purging the segments that hold the last snapshot loses the forgotten part of the state: resends of those
+producers are answered PRODUCER_STATE_LOST (outcome unknown), never stored twice. (3) A resend that arrives
+after the stream was sealed or deleted is not deduplicated. (4) The first acquisition of a log written without
+the proxy reads back to the expiry (it finds no snapshot).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
-import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from storage.errors import CorruptedEntryError
 from storage.formats.dlsn import DLSN
 from storage.formats.record import LogRecordWithDLSN
+from storage.formats.segment_metadata import LogSegmentMetadata
 from storage.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,14 @@ log = logging.getLogger(__name__)
 MAGIC = b"dlproxy1:"
 #: The marker of a write without a producer (it only makes the records one entry of their own).
 NO_PRODUCER = MAGIC + b"{}"
-_NO_PRODUCER = NO_PRODUCER
-#: Largest snapshot written (windows are trimmed to fit).
-SNAPSHOT_MAX_BYTES = 256 * 1024
+#: Largest snapshot written (a snapshot rides in the entry of a request).
+SNAPSHOT_MAX_BYTES = 512 * 1024
+#: A snapshot is due after this many bytes of producer requests (bounds what a rebuild reads).
+SNAPSHOT_EVERY_BYTES = 16 * 1024 * 1024
+#: Entries read at a time by the backwards rebuild.
+REBUILD_CHUNK = 64
+#: Earlier epochs of a producer whose ``last`` is kept (for definitive PRODUCER_FENCED answers).
+PAST_EPOCHS = 4
 
 
 def _done(dlsn: DLSN) -> Future[DLSN]:
@@ -90,12 +96,13 @@ def _done(dlsn: DLSN) -> Future[DLSN]:
 
 
 @dataclass
-class Batch:
-    """One stored request of a producer: sequences ``first .. first+count-1``, the first at ``dlsn``."""
+class Request:
+    """One stored request of a producer: sequences ``first .. first+count-1`` in one entry, the first at ``dlsn``."""
 
     first: int
     count: int
-    dlsn: Future[DLSN]  # resolves once durable (already resolved for batches rebuilt from the log)
+    crc: int
+    dlsn: Future[DLSN]  # resolves once durable (already resolved for requests rebuilt from the log)
 
     @property
     def end(self) -> int:
@@ -104,60 +111,54 @@ class Batch:
 
 @dataclass
 class Producer:
+    epoch: int
+    instance: str
     last: int = -1
     last_ms: int = 0
-    window: deque[Batch] = field(default_factory=deque)
+    requests: deque[Request] = field(default_factory=deque)
+    past: list[tuple[int, int]] = field(default_factory=list)  # (epoch, last) of earlier epochs, oldest first
+
+
+class Verdict(enum.Enum):
+    STORE = "store"
+    DUPLICATE = "duplicate"
+    OUT_OF_ORDER = "out_of_order"
+    FENCED = "fenced"
+    STATE_LOST = "state_lost"
+    MISMATCH = "mismatch"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What to do with a request: ``error`` (``"out_of_order"`` with ``expected``), else ``duplicates``: for each
-    sequence already stored, its original DLSN future (None: older than the window, denied); the sequences above
-    ``last`` are new."""
+    """What to do with a request. ``epoch``: STORE: the epoch it is stored under (``bump``: a new instance starts
+    it); DUPLICATE: the producer's epoch; FENCED / STATE_LOST: the current epoch (-1: none known).
+    ``original``: DUPLICATE: the stored request's DLSN. ``expected``: OUT_OF_ORDER's next sequence.
+    ``outcome_unknown``: FENCED for an epoch older than those remembered (it may be stored)."""
 
-    duplicates: dict[int, Future[DLSN] | None]
-    last: int
-    error: str | None = None
+    verdict: Verdict
+    epoch: int = -1
+    bump: bool = False
+    original: Future[DLSN] | None = None
     expected: int = 0
     message: str = ""
-
-
-def dlsn_at(first: Future[DLSN], offset: int) -> Future[DLSN]:
-    """The DLSN ``offset`` records after ``first`` in the same entry (a future resolving with it)."""
-    if offset == 0:
-        return first
-    out: Future[DLSN] = Future()
-
-    def copy(f: Future[DLSN]) -> None:
-        exc = f.exception()
-        if exc is not None:
-            out.set_exception(exc)
-        else:
-            d = f.result()
-            out.set_result(DLSN(d.lssn, d.entry_id, d.slot_id + offset))
-
-    first.add_done_callback(copy)
-    return out
-
-
-def _dlsn_in_window(st: Producer, start: int, end: int) -> Future[DLSN] | None:
-    """The DLSN of sequence ``start`` if one remembered request of ``st`` holds ``start .. end``, else None."""
-    found = next((b for b in st.window if b.first <= start and end <= b.end), None)
-    return None if found is None else dlsn_at(found.dlsn, start - found.first)
+    outcome_unknown: bool = False
 
 
 class DedupTable:
-    """The idempotent producers of ONE stream, owned by the stream's single writer (callers serialize
-    :meth:`plan` and :meth:`stored` under the stream's lock)."""
+    """The idempotent producers of ONE stream, owned by the stream's single writer (callers serialize every method
+    under the stream's lock)."""
 
-    def __init__(self, *, window: int, expiry_ms: int, snapshot_interval: int) -> None:
+    def __init__(self, *, window: int, expiry_ms: int, snapshot_interval: int, max_producers: int = 10_000) -> None:
         self.window = max(1, int(window))
         self.expiry_ms = max(1, int(expiry_ms))
         self.snapshot_interval = max(1, int(snapshot_interval))
-        self._producers: dict[str, Producer] = {}
+        self.max_producers = max(1, int(max_producers))
+        self._producers: OrderedDict[str, Producer] = OrderedDict()  # least recently stored first
         self._since_snapshot = 0
-        self._snapshot_due = True  # the first batch after an acquisition carries one
-        self._mu = threading.Lock()
+        self._bytes_since_snapshot = 0
+        self._snapshot_due = True  # the first request after an acquisition carries one
+        self.evicted = 0
+        self.oversized_snapshots = 0
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -172,153 +173,295 @@ class DedupTable:
             return None
         return st
 
-    def plan(self, pid: str, seq: int, count: int, now_ms: int) -> Plan:
-        """Decide a request of sequences ``seq .. seq+count-1`` of producer ``pid``."""
+    # --- deciding ----------------------------------------------------------------------------------
+    def plan(self, pid: str, epoch: int | None, instance: str, seq: int, count: int, crc: int, now_ms: int) -> Plan:
+        """Decide a request of sequences ``seq .. seq+count-1`` (payload checksum ``crc``) of producer ``pid``;
+        ``epoch`` None: the instance asks for an epoch."""
         st = self._live(pid, now_ms)
+        end = seq + count - 1
+        if epoch is None or epoch < 0:
+            if st is None or st.instance != instance:
+                if seq != 0:
+                    return Plan(
+                        Verdict.MISMATCH,
+                        message=f"producer {pid!r}: the first request of a new instance must start at sequence 0, "
+                        f"not {seq}",
+                    )
+                return Plan(Verdict.STORE, epoch=0 if st is None else st.epoch + 1, bump=True)
+            epoch = st.epoch  # a resend of this instance's first request (its answer was lost)
         if st is None:
-            if seq != 0:
-                return Plan(
-                    {},
-                    -1,
-                    error="out_of_order",
-                    expected=0,
-                    message=f"unknown producer {pid!r} on this stream (new, or forgotten after "
-                    f"{self.expiry_ms // 1000}s idle): its first sequence must be 0, got {seq}",
-                )
-            return Plan({}, -1)
+            return Plan(
+                Verdict.STATE_LOST,
+                message=f"producer {pid!r} (epoch {epoch}) is unknown on this stream: forgotten after "
+                f"{self.expiry_ms // 1000}s idle, evicted (more than {self.max_producers} producers), or its state "
+                "was truncated away; the outcome of this request is unknown",
+            )
+        if epoch != st.epoch or instance != st.instance:
+            return self._fenced(pid, st, epoch, seq, end)
         if seq > st.last + 1:
             return Plan(
-                {},
-                st.last,
-                error="out_of_order",
+                Verdict.OUT_OF_ORDER,
+                epoch=st.epoch,
                 expected=st.last + 1,
                 message=f"producer {pid!r}: sequence {seq} received, {st.last + 1} expected (resend from it)",
             )
-        dups: dict[int, Future[DLSN] | None] = {}
-        for s in range(seq, min(seq + count, st.last + 1)):
-            dups[s] = _dlsn_in_window(st, s, s)
-        return Plan(dups, st.last)
-
-    def covering(self, pid: str, start: int, end: int) -> Future[DLSN] | None:
-        """The DLSN of sequence ``start`` when ONE stored request of ``pid`` holds ``start .. end`` (their DLSNs are
-        then consecutive slots of one entry), else None."""
-        st = self._producers.get(pid)
-        return None if st is None else _dlsn_in_window(st, start, end)
-
-    def denied_message(self, pid: str, seq: int) -> str:
-        st = self._producers.get(pid)
-        last = -1 if st is None else st.last
-        return (
-            f"producer {pid!r}: sequence {seq} is at or below the last stored ({last}) but not in the dedup window "
-            f"(proxyProducerWindow={self.window}, or a record that failed alone): not stored again"
+        if seq == st.last + 1:
+            return Plan(Verdict.STORE, epoch=st.epoch)
+        for r in st.requests:
+            if r.first == seq:
+                if r.count == count and r.crc == crc:
+                    return Plan(Verdict.DUPLICATE, epoch=st.epoch, original=r.dlsn)
+                break
+        oldest = st.requests[0].first if st.requests else st.last + 1
+        if seq < oldest and end < oldest:
+            return Plan(
+                Verdict.STATE_LOST,
+                epoch=st.epoch,
+                message=f"producer {pid!r}: sequences {seq}..{end} were stored, but they are older than the "
+                f"{self.window} requests this proxy remembers (proxyProducerWindow): their DLSNs are unknown",
+            )
+        return Plan(
+            Verdict.MISMATCH,
+            epoch=st.epoch,
+            message=f"producer {pid!r} epoch {st.epoch}: sequences {seq}..{end} overlap what is stored (up to "
+            f"{st.last}) but are not one stored request with the same data (checksum or boundaries differ): "
+            "not stored",
         )
 
-    def marker(self, pid: str, first: int, count: int, now_ms: int, room: int) -> bytes:
-        """The control record payload for a batch about to be stored; carries a snapshot when one is due and
-        fits in ``room`` bytes (else it waits for a later batch)."""
-        doc: dict[str, object] = {"p": pid, "s": first, "n": count}
+    def _fenced(self, pid: str, st: Producer, epoch: int, seq: int, end: int) -> Plan:
+        if epoch >= st.epoch:
+            # an epoch this proxy never gave (its state was rebuilt from less than the client saw), or the
+            # same epoch number from another instance (the state was forgotten and started again at 0)
+            outcome_unknown = True
+            stored_up_to: int | None = None
+        else:
+            past = dict(st.past)
+            stored_up_to = past.get(epoch)
+            outcome_unknown = stored_up_to is None
+        if stored_up_to is not None and seq <= stored_up_to:
+            return Plan(
+                Verdict.STATE_LOST,
+                epoch=st.epoch,
+                message=f"producer {pid!r}: epoch {epoch} was fenced by epoch {st.epoch} (a newer instance); "
+                f"sequences {seq}..{end} of epoch {epoch} were stored before that, their DLSNs are no longer known",
+            )
+        return Plan(
+            Verdict.FENCED,
+            epoch=st.epoch,
+            outcome_unknown=outcome_unknown,
+            message=f"producer {pid!r}: epoch {epoch} is fenced: a newer instance holds epoch {st.epoch} on this "
+            "stream; " + ("this request may have been stored earlier" if outcome_unknown else "not stored"),
+        )
+
+    # --- storing -----------------------------------------------------------------------------------
+    def snapshot_due(self) -> bool:
+        return (
+            self._snapshot_due
+            or self._since_snapshot >= self.snapshot_interval
+            or self._bytes_since_snapshot >= SNAPSHOT_EVERY_BYTES
+        )
+
+    def marker(
+        self, pid: str, plan: Plan, instance: str, first: int, count: int, crc: int, now_ms: int, room: int
+    ) -> bytes:
+        """The control record payload for a request about to be stored under ``plan`` (a STORE); carries a
+        snapshot (the state before this request) when one is due and fits in ``room`` bytes."""
+        doc: dict[str, object] = {"p": pid, "e": plan.epoch, "i": instance, "s": first, "n": count, "c": crc}
         base = MAGIC + json.dumps(doc, separators=(",", ":")).encode()
-        if not (self._snapshot_due or self._since_snapshot >= self.snapshot_interval):
+        if not self.snapshot_due():
             return base
-        snap = self._snapshot(now_ms)
-        doc["snap"] = snap
+        doc["snap"] = self._snapshot(now_ms)
         full = MAGIC + json.dumps(doc, separators=(",", ":")).encode()
-        return full if len(full) <= room else base
+        if len(full) <= min(room, SNAPSHOT_MAX_BYTES):
+            return full
+        # too large for this entry: try again after another interval (never recomputed for every request)
+        self._snapshot_due = False
+        self._since_snapshot = 0
+        self._bytes_since_snapshot = 0
+        self.oversized_snapshots += 1
+        log.warning(
+            "producer snapshot of %d producers (%d bytes) does not fit an entry: not written; a rebuild reads back "
+            "to the previous one",
+            len(self._producers),
+            len(full),
+        )
+        return base
 
     def _snapshot(self, now_ms: int) -> dict[str, object]:
         for pid in list(self._producers):
             self._live(pid, now_ms)
-        keep = self.window
-        while True:
-            snap: dict[str, object] = {}
-            for pid, st in self._producers.items():
-                w = []
-                for b in list(st.window)[-keep:]:
-                    d = b.dlsn.result() if b.dlsn.done() and b.dlsn.exception() is None else None
-                    w.append([b.first, b.count, None if d is None else str(d)])
-                snap[pid] = {"last": st.last, "ms": st.last_ms, "w": w}
-            if keep <= 1 or len(json.dumps(snap)) <= SNAPSHOT_MAX_BYTES:
-                return snap
-            keep //= 2
+        snap: dict[str, object] = {}
+        for pid, st in self._producers.items():
+            reqs = []
+            for r in st.requests:
+                d = r.dlsn.result() if r.dlsn.done() and r.dlsn.exception() is None else None
+                reqs.append([r.first, r.count, r.crc, None if d is None else str(d)])
+            snap[pid] = {"e": st.epoch, "i": st.instance, "last": st.last, "ms": st.last_ms, "w": reqs,
+                         "past": [list(p) for p in st.past]}  # fmt: skip
+        return snap
 
-    def stored(self, pid: str, first: int, count: int, dlsn: Future[DLSN], now_ms: int, marker: bytes) -> None:
-        """Remember a batch just handed to the writer with ``marker`` (from :meth:`marker`)."""
+    def stored(
+        self,
+        pid: str,
+        plan: Plan,
+        instance: str,
+        first: int,
+        count: int,
+        crc: int,
+        dlsn: Future[DLSN],
+        now_ms: int,
+        marker: bytes,
+        nbytes: int = 0,
+    ) -> None:
+        """Remember a request just handed to the writer under ``plan`` with ``marker`` (from :meth:`marker`)."""
         if b'"snap"' in marker:
             self._snapshot_due = False
             self._since_snapshot = 0
+            self._bytes_since_snapshot = 0
         self._since_snapshot += 1
-        self._apply(pid, first, count, dlsn, now_ms)
+        self._bytes_since_snapshot += nbytes
+        self._apply(pid, plan.epoch, instance, first, count, crc, dlsn, now_ms)
 
-    def _apply(self, pid: str, first: int, count: int, dlsn: Future[DLSN], now_ms: int) -> None:
+    def _apply(
+        self, pid: str, epoch: int, instance: str, first: int, count: int, crc: int, dlsn: Future[DLSN], now_ms: int
+    ) -> None:
         st = self._producers.get(pid)
         if st is None:
-            st = self._producers[pid] = Producer()
+            st = self._producers[pid] = Producer(epoch, instance)
+            while len(self._producers) > self.max_producers:
+                old, _ = self._producers.popitem(last=False)
+                self.evicted += 1
+                log.debug("producer %r evicted (more than %d producers on this stream)", old, self.max_producers)
+        elif epoch != st.epoch or instance != st.instance:
+            st.past.append((st.epoch, st.last))
+            del st.past[:-PAST_EPOCHS]
+            st.epoch, st.instance, st.last = epoch, instance, -1
+            st.requests.clear()
+        self._producers.move_to_end(pid)
         st.last = max(st.last, first + count - 1)
         st.last_ms = max(st.last_ms, now_ms)
-        st.window.append(Batch(first, count, dlsn))
-        while st.window and st.window[0].end <= st.last - self.window:
-            st.window.popleft()
+        st.requests.append(Request(first, count, crc, dlsn))
+        while len(st.requests) > self.window:
+            st.requests.popleft()
 
     # --- rebuild -----------------------------------------------------------------------------------
     def rebuild(self, dlm: LogManager) -> int:
-        """Rebuild from the log (the writer is open, so every segment is complete): from the last snapshot on.
-        Returns the number of markers read.
+        """Rebuild from the log (the writer is open, so every segment is complete): read backwards to the last
+        snapshot, then replay the markers after it. Returns the number of markers replayed.
 
         Raises:
             CorruptedEntryError: a marker cannot be parsed. What reading the segments raises (SegmentStoreError...).
         """
-        segments = dlm.log_segments()
-        later: list[list[LogRecordWithDLSN]] = []
-        start_snap: dict[str, object] | None = None
+        later: list[list[LogRecordWithDLSN]] = []  # newest chunk first
+        snap: dict[str, object] | None = None
         before: list[LogRecordWithDLSN] = []
         oldest_ms = int(time.time() * 1000) - self.expiry_ms
-        for seg in reversed(segments):
+        for seg in reversed(dlm.log_segments()):
             if not seg.in_progress and 0 < seg.completion_time_ms < oldest_ms:
-                break  # every batch here and before is older than the expiry: its producers are forgotten anyway
-            markers = [r for r in dlm.control_records(seg) if r.payload.startswith(MAGIC) and r.payload != _NO_PRODUCER]
-            idx = max((i for i, r in enumerate(markers) if b'"snap"' in r.payload), default=-1)
-            if idx >= 0:
-                start_snap = _parse(markers[idx])
-                before = markers[:idx]
-                later.append(markers[idx:])
+                break  # every request here and before is older than the expiry: its producers are forgotten anyway
+            hi = dlm.visible_last_entry(seg)
+            while hi >= 0 and snap is None:
+                lo = max(0, hi - REBUILD_CHUNK + 1)
+                markers = _markers(dlm, seg, lo, hi)
+                idx = max((i for i, r in enumerate(markers) if b'"snap"' in r.payload), default=-1)
+                if idx >= 0:
+                    snap = _parse(markers[idx])
+                    later.append(markers[idx:])
+                    before = self._pending_before(dlm, seg, lo, markers[:idx], snap)
+                else:
+                    later.append(markers)
+                hi = lo - 1
+            if snap is not None:
                 break
-            later.append(markers)
         self._producers.clear()
-        if start_snap is not None:
-            self._load_snapshot(start_snap, before)
+        if snap is not None:
+            self._load_snapshot(snap, before)
         n = 0
         for markers in reversed(later):
             for r in markers:
                 doc = _parse(r)
                 if "p" not in doc:
                     continue  # a write without a producer (at-least-once)
-                self._apply(str(doc["p"]), int(str(doc["s"])), int(str(doc["n"])), _done(r.dlsn.next()), r.txid)
+                self._apply(
+                    str(doc["p"]),
+                    int(str(doc.get("e", 0))),
+                    str(doc.get("i", "")),
+                    int(str(doc["s"])),
+                    int(str(doc["n"])),
+                    int(str(doc.get("c", 0))),
+                    _done(r.dlsn.next()),
+                    r.txid,
+                )
                 n += 1
         self._snapshot_due = True
         self._since_snapshot = 0
+        self._bytes_since_snapshot = 0
         return n
+
+    @staticmethod
+    def _pending_before(
+        dlm: LogManager, seg: LogSegmentMetadata, lo: int, markers: list[LogRecordWithDLSN], snap: dict[str, object]
+    ) -> list[LogRecordWithDLSN]:
+        """The markers before a snapshot of the requests it lists without a DLSN (in flight when it was taken: in
+        the same segment, before it), reading further back in the segment only as far as needed."""
+        snap_doc = snap.get("snap")
+        if not isinstance(snap_doc, dict):
+            raise CorruptedEntryError(f"bad producer snapshot {str(snap_doc)[:80]}")
+        wanted = {
+            (str(pid), int(r[0]))
+            for pid, st in snap_doc.items()
+            if isinstance(st, dict)
+            for r in st.get("w", [])
+            if r[3] is None
+        }
+        found = list(markers)
+        have = {_key(r) for r in found}
+        hi = lo - 1
+        while hi >= 0 and not wanted <= have:
+            lo = max(0, hi - REBUILD_CHUNK + 1)
+            chunk = _markers(dlm, seg, lo, hi)
+            found = chunk + found
+            have |= {_key(r) for r in chunk}
+            hi = lo - 1
+        return found
 
     def _load_snapshot(self, marker: dict[str, object], before: Iterable[LogRecordWithDLSN]) -> None:
         snap = marker.get("snap")
         if not isinstance(snap, dict):
             raise CorruptedEntryError(f"bad producer snapshot {str(snap)[:80]}")
         earlier: dict[tuple[str, int], DLSN] = {}
-        for r in before:  # batches in flight when the snapshot was taken
-            doc = _parse(r)
-            if "p" not in doc:
-                continue
-            earlier[(str(doc["p"]), int(str(doc["s"])))] = r.dlsn.next()
-        for pid, st in snap.items():
-            p = Producer(last=int(st["last"]), last_ms=int(st["ms"]))
-            for first, count, d in st["w"]:
-                if d is not None:
-                    dlsn = DLSN.parse(d)
-                elif (pid, int(first)) in earlier:
-                    dlsn = earlier[(pid, int(first))]
-                else:
-                    continue  # its DLSN is unknown: a retry of it is denied, never stored twice
-                p.window.append(Batch(int(first), int(count), _done(dlsn)))
-            self._producers[str(pid)] = p
+        for r in before:  # requests in flight when the snapshot was taken
+            key = _key(r)
+            if key is not None:
+                earlier[key] = r.dlsn.next()
+        try:
+            for pid, st in snap.items():
+                p = Producer(int(st.get("e", 0)), str(st.get("i", "")), int(st["last"]), int(st["ms"]))
+                p.past = [(int(e), int(last)) for e, last in st.get("past", [])]
+                for first, count, crc, d in st["w"]:
+                    if d is not None:
+                        dlsn = DLSN.parse(d)
+                    elif (pid, int(first)) in earlier:
+                        dlsn = earlier[(pid, int(first))]
+                    else:
+                        continue  # its DLSN is unknown: a resend of it is answered PRODUCER_STATE_LOST
+                    p.requests.append(Request(int(first), int(count), int(crc), _done(dlsn)))
+                self._producers[str(pid)] = p
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptedEntryError(f"bad producer snapshot: {e}") from e
+
+
+def _markers(dlm: LogManager, seg: LogSegmentMetadata, lo: int, hi: int) -> list[LogRecordWithDLSN]:
+    return [
+        r
+        for r in dlm.control_records(seg, first_entry=lo, last_entry=hi)
+        if r.payload.startswith(MAGIC) and r.payload != NO_PRODUCER
+    ]
+
+
+def _key(r: LogRecordWithDLSN) -> tuple[str, int] | None:
+    doc = _parse(r)
+    return (str(doc["p"]), int(str(doc["s"]))) if "p" in doc else None
 
 
 def _parse(r: LogRecordWithDLSN) -> dict[str, object]:
@@ -331,4 +474,13 @@ def _parse(r: LogRecordWithDLSN) -> dict[str, object]:
         raise CorruptedEntryError(f"bad proxy marker at {r.dlsn}: {e}") from e
 
 
-__all__ = ["MAGIC", "SNAPSHOT_MAX_BYTES", "Batch", "DedupTable", "Plan", "Producer", "dlsn_at"]
+__all__ = [
+    "MAGIC",
+    "NO_PRODUCER",
+    "SNAPSHOT_MAX_BYTES",
+    "DedupTable",
+    "Plan",
+    "Producer",
+    "Request",
+    "Verdict",
+]

@@ -44,12 +44,15 @@ from storage.errors import (
     OutOfOrderSequenceError,
     OverCapacityError,
     OwnershipAcquireFailedError,
+    ProducerFencedError,
+    ProducerStateLostError,
     ProxyClosedError,
     ReadCancelledError,
     RecordSetSplitError,
     RegionUnavailableError,
     RequestDeniedError,
     RetryableReadError,
+    SequenceMismatchError,
     ServiceUnavailableError,
     StreamNotReadyError,
     StreamUnavailableError,
@@ -74,11 +77,14 @@ __all__ = [
     "InternalServerError",
     "NotImplementedByProxyError",
     "OutOfOrderSequenceError",
+    "ProducerFencedError",
+    "ProducerStateLostError",
     "ProxyClosedError",
     "RecordSetSplitError",
     "RegionUnavailableError",
     "RequestDeniedError",
     "RetryableReadError",
+    "SequenceMismatchError",
     "ServiceUnavailableError",
     "StreamUnavailableError",
     "TooManyStreamsError",
@@ -127,6 +133,9 @@ _CLASSES: dict[int, type[DLError]] = {
     pb.LOG_SEGMENT_IS_TRUNCATED: LogSegmentIsTruncatedError,
     pb.OUT_OF_ORDER_SEQUENCE: OutOfOrderSequenceError,
     pb.RECORD_SET_SPLIT: RecordSetSplitError,
+    pb.PRODUCER_FENCED: ProducerFencedError,
+    pb.PRODUCER_STATE_LOST: ProducerStateLostError,
+    pb.SEQUENCE_MISMATCH: SequenceMismatchError,
     pb.UNEXPECTED: UnexpectedError,
     pb.INTERRUPTED: DLInterruptedError,
     pb.INVALID_STREAM_NAME: InvalidStreamNameError,
@@ -145,17 +154,35 @@ def status_name(code: int) -> str:
         return f"STATUS_{code}"
 
 
-def error_for(code: int, message: str = "", *, location: str = "", expected_sequence: int | None = None) -> DLError:
+def error_for(
+    code: int,
+    message: str = "",
+    *,
+    location: str = "",
+    expected_sequence: int | None = None,
+    epoch: int | None = None,
+    outcome_unknown: bool | None = None,
+) -> DLError:
     """The exception for a response's status ``code`` (never raises; an unknown code gives
     :class:`~storage.errors.UnexpectedError`). ``location`` (FOUND) becomes ``current_owner``;
-    ``expected_sequence`` (OUT_OF_ORDER_SEQUENCE) is kept on the error."""
+    ``expected_sequence`` (OUT_OF_ORDER_SEQUENCE) and ``epoch`` (PRODUCER_FENCED, PRODUCER_STATE_LOST) are kept on
+    the error; ``outcome_unknown`` overrides the class's."""
     text = f"{status_name(code)} ({code})" + (f": {message}" if message else "")
     cls = _CLASSES.get(code, UnexpectedError)
+    err: DLError
     if cls is OwnershipAcquireFailedError:
-        return OwnershipAcquireFailedError(text, current_owner=location or None)
-    if cls is OutOfOrderSequenceError:
-        return OutOfOrderSequenceError(text, expected_sequence=expected_sequence)
-    return cls(text)
+        err = OwnershipAcquireFailedError(text, current_owner=location or None)
+    elif cls is OutOfOrderSequenceError:
+        err = OutOfOrderSequenceError(text, expected_sequence=expected_sequence)
+    elif cls is ProducerFencedError:
+        err = ProducerFencedError(text, epoch=epoch)
+    elif cls is ProducerStateLostError:
+        err = ProducerStateLostError(text, epoch=epoch)
+    else:
+        err = cls(text)
+    if outcome_unknown is not None:
+        err.outcome_unknown = outcome_unknown
+    return err
 
 
 def status_for(exc: BaseException) -> int:
@@ -177,6 +204,10 @@ class Disposition(enum.Enum):
     RESEQUENCE = "resequence"
     #: idempotent producer: resend the record set's records separately (a writeBulk), at once
     SPLIT = "split"
+    #: idempotent producer: a newer instance of the producer took the stream over
+    FENCED = "fenced"
+    #: idempotent producer: the proxy lost the producer's state (outcome unknown; start a new epoch)
+    STATE_LOST = "state_lost"
     #: the stream's owner is gone or this proxy cannot take it: forget the owner, try another proxy
     REROUTE = "reroute"
     #: transient on the owner: back off and try it again (same sequence numbers)
@@ -185,6 +216,8 @@ class Disposition(enum.Enum):
     FAIL = "fail"
 
 
+#: As DistributedLog's client: a status saying the proxy or its stream is closed or failed re-routes (the owner
+#: may change: forget it, ask the ring again); only "busy" and "not ready yet" keep the owner and back off.
 _REROUTE = frozenset(
     {
         pb.STREAM_UNAVAILABLE,
@@ -193,12 +226,6 @@ _REROUTE = frozenset(
         pb.ALREADY_CLOSED,
         pb.LOCKING_EXCEPTION,
         pb.REGION_UNAVAILABLE,
-    }
-)
-_RETRY = frozenset(
-    {
-        pb.STREAM_NOT_READY,
-        pb.OVER_CAPACITY,
         pb.BK_TRANSMIT_ERROR,
         pb.FLUSH_TIMEOUT,
         pb.WRITE_CANCELLED_EXCEPTION,
@@ -207,6 +234,7 @@ _RETRY = frozenset(
         pb.INTERRUPTED,
     }
 )
+_RETRY = frozenset({pb.STREAM_NOT_READY, pb.OVER_CAPACITY})
 
 
 def disposition(code: int) -> Disposition:
@@ -224,6 +252,10 @@ def disposition(code: int) -> Disposition:
         return Disposition.RESEQUENCE
     if code == pb.RECORD_SET_SPLIT:
         return Disposition.SPLIT
+    if code == pb.PRODUCER_FENCED:
+        return Disposition.FENCED
+    if code == pb.PRODUCER_STATE_LOST:
+        return Disposition.STATE_LOST
     if code in _REROUTE:
         return Disposition.REROUTE
     if code in _RETRY:

@@ -17,6 +17,7 @@ metadata store to learn of changes).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import threading
@@ -34,7 +35,7 @@ PROXIES_PATH = "/.proxies"
 #: The statuses a proxy announces (DistributedLog's ServerStatus names).
 STATUSES = ("WRITE_AND_ACCEPT", "WRITE_ONLY", "DOWN")
 
-__all__ = ["PROXIES_PATH", "STATUSES", "Announcement", "ProxyInfo", "list_proxies", "read_proxies"]
+__all__ = ["PROXIES_PATH", "STATUSES", "Announcement", "ProxyInfo", "is_loopback", "list_proxies", "read_proxies"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,17 @@ def check_address(address: object) -> str:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidArgumentError(f"proxy address must be 'host:port', not {address!r}")
     return address
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (``127.0.0.1``, ``[::1]``): a proxy there needs no TLS, and a
+    client may send it a token in plaintext."""
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def read_proxies(store: MetadataStore) -> list[ProxyInfo]:

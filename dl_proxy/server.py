@@ -1,9 +1,10 @@
 """The write proxy process (``dlog proxy``): serve :mod:`dl_proxy.service` over gRPC until SIGTERM.
 
-Start-up: check the listen address (a non-loopback one needs TLS and a token), bind the port, open the
-namespace with the proxy's address as its lock owner id (so a refused proxy learns where to redirect), serve,
-announce itself in ZooKeeper (:mod:`dl_proxy.registry`), then print exactly one line ``PROXY listening on
-HOST:PORT``. The ZooKeeper session timeout is the conf's ``zkSessionTimeoutSeconds`` (DistributedLog's proxies
+Start-up: check the listen address (a non-loopback one needs TLS and a token; a wildcard one, ``0.0.0.0`` or
+``[::]``, also an advertised address), bind the port, open the namespace with the proxy's address (the advertised
+one, else the listen one) as its lock owner id (so a refused proxy learns where to redirect), serve, announce
+itself in ZooKeeper (:mod:`dl_proxy.registry`), then print exactly one line ``PROXY listening on HOST:PORT``
+(that address). The ZooKeeper session timeout is the conf's ``zkSessionTimeoutSeconds`` (DistributedLog's proxies
 ran with 1 s): it bounds how long a dead proxy's streams stay locked.
 
 SIGTERM (or SIGINT): announce DOWN, refuse new streams, stop accepting RPCs and let those in flight finish (a few
@@ -26,7 +27,7 @@ from pathlib import Path
 import grpc
 
 from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
-from dl_proxy.registry import Announcement
+from dl_proxy.registry import Announcement, is_loopback
 from dl_proxy.service import DistributedLogService, ProxyCore
 from storage.config import Config
 from storage.errors import DLError, InvalidArgumentError
@@ -49,12 +50,13 @@ class TlsFiles:
     client_ca: Path | None = None
 
 
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses."""
-    if host in ("localhost", "ip6-localhost"):
+def is_wildcard(host: str) -> bool:
+    """True for an address that means every interface (``0.0.0.0``, ``::``, ``[::]``, ``*``): no client can
+    connect to it, so it is never announced."""
+    if host == "*":
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
     except ValueError:
         return False
 
@@ -71,6 +73,45 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def parse_advertise(advertise: str | None, listen: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``--advertise HOST:PORT`` for the listen address ``listen``, or None (no advertise:
+    the listen address is announced). Port 0 stands for the port the proxy binds (the listen port, or the free
+    one picked for a listen port 0); a fixed advertised port may differ from a fixed listen port (a port forward).
+
+    Raises:
+        InvalidArgumentError: a wildcard listen address without ``advertise``; ``advertise`` not HOST:PORT, a
+            wildcard itself, or a fixed port while the listen port is 0 (no one can forward to a port not yet
+            picked).
+    """
+    listen_host, listen_port = parse_listen(listen)
+    if advertise is None:
+        if is_wildcard(listen_host):
+            raise InvalidArgumentError(
+                f"--listen {listen} listens on every interface, which is no address clients can connect to: "
+                f"add --advertise HOST:PORT, the address clients reach this proxy at (it is announced, and it "
+                f"names this proxy as the owner of its streams)"
+            )
+        return None
+    host, sep, port = advertise.rpartition(":")
+    if not sep or not host or "/" in advertise or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InvalidArgumentError(
+            f"--advertise must be HOST:PORT (port 0: the port the proxy listens on), not {advertise!r}"
+        )
+    if is_wildcard(host):
+        raise InvalidArgumentError(
+            f"--advertise {advertise} is a wildcard address: advertise the host name or address clients reach "
+            f"this proxy at"
+        )
+    if int(port) != 0 and listen_port == 0:
+        raise InvalidArgumentError(
+            f"--advertise {advertise} names a fixed port but --listen {listen} picks a free one: give --listen a "
+            f"fixed port, or use --advertise {host}:0 to announce the port picked"
+        )
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address: clients need the brackets
+    return host, int(port)
+
+
 def check_security(host: str, tls: TlsFiles | None, token: str | None) -> None:
     """A non-loopback listen address needs TLS and a token.
 
@@ -79,12 +120,14 @@ def check_security(host: str, tls: TlsFiles | None, token: str | None) -> None:
     """
     if is_loopback(host):
         return
-    missing = [what for what, ok in (("--tls-cert/--tls-key", tls is not None), ("a token", bool(token))) if not ok]
-    if missing:
-        raise InvalidArgumentError(
-            f"listening on non-loopback address {host} needs TLS and a shared token: add {' and '.join(missing)} "
-            f"(--token-file FILE or ${TOKEN_ENV})"
-        )
+    where = f"listening on non-loopback address {host}"
+    add_token = f"--token-file FILE (or set ${TOKEN_ENV})"
+    if tls is None and not token:
+        raise InvalidArgumentError(f"{where} needs TLS and a shared token: add --tls-cert/--tls-key and {add_token}")
+    if tls is None:
+        raise InvalidArgumentError(f"{where} needs TLS as well as the token: add --tls-cert/--tls-key")
+    if not token:
+        raise InvalidArgumentError(f"{where} needs a shared token as well as TLS: add {add_token}")
 
 
 def read_token(token_file: str | None) -> str | None:
@@ -105,7 +148,17 @@ def read_token(token_file: str | None) -> str | None:
 
 
 class ProxyServer:
-    """One running proxy. ``start()`` serves; ``stop()`` shuts down gracefully."""
+    """One running proxy. ``start()`` serves; ``stop()`` shuts down gracefully.
+
+    ``advertise`` (``HOST:PORT``, port 0: the port bound): the address announced and used as the lock owner id
+    (default: the listen address; required when that is a wildcard, see :func:`parse_advertise`).
+
+    Raises:
+        InvalidArgumentError: a bad listen or advertise address, a wildcard listen address without
+            ``advertise``, missing TLS/token for a non-loopback address, ``threads`` < 1, unreadable TLS files,
+            a port that cannot be bound.
+        DLError: the namespace cannot be opened (NamespaceNotFoundError, MetadataError...).
+    """
 
     def __init__(
         self,
@@ -120,6 +173,9 @@ class ProxyServer:
     ) -> None:
         host, port = parse_listen(listen)
         check_security(host, tls, token)
+        advertised = parse_advertise(advertise, listen)
+        if threads < 1:
+            raise InvalidArgumentError(f"--threads must be at least 1, not {threads}")
         self._uri = uri
         self._conf = conf
         self._server = grpc.server(
@@ -147,7 +203,9 @@ class ProxyServer:
             raise InvalidArgumentError(f"cannot listen on {listen}: {e}") from e
         if not bound:
             raise InvalidArgumentError(f"cannot listen on {listen} (address in use or not local)")
-        self.address = advertise or f"{host}:{bound}"
+        #: The announced address, also the lock owner id: the advertised one (its port 0: the port bound), or
+        #: the listen address with the port bound.
+        self.address = f"{host}:{bound}" if advertised is None else f"{advertised[0]}:{advertised[1] or bound}"
         self.tls = tls is not None
         self._token = token
         self._ns = open_namespace(uri, conf, client_id=self.address)
@@ -213,8 +271,10 @@ def run(
     """Run a proxy until SIGTERM/SIGINT (main thread only): prints ``PROXY listening on HOST:PORT`` once serving.
 
     Raises:
-        InvalidArgumentError: bad listen address, missing TLS/token for a non-loopback address, unreadable files.
+        InvalidArgumentError: as :class:`ProxyServer` (bad listen or advertise address, a wildcard listen address
+            without ``advertise``, missing TLS/token for a non-loopback address, ``threads`` < 1, unreadable files).
         DLError: the namespace cannot be opened (NamespaceNotFoundError, MetadataError...).
+        MetadataError: the announcement failed.
     """
     server = ProxyServer(uri, conf, listen=listen, tls=tls, token=token, threads=threads, advertise=advertise)
     stop = threading.Event()

@@ -44,12 +44,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import grpc
+from crc32c import crc32c
 from prometheus_client import Counter, Gauge, Histogram
 
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
 from dl_proxy.registry import Announcement, check_address
-from dl_proxy.stream import Stream
+from dl_proxy.stream import ProducerRequest, Stream
 from storage.config import Config
 from storage.errors import (
     CorruptedEntryError,
@@ -59,10 +60,13 @@ from storage.errors import (
     OutOfOrderSequenceError,
     OverCapacityError,
     OwnershipAcquireFailedError,
+    ProducerFencedError,
+    ProducerStateLostError,
     StreamUnavailableError,
 )
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, record_set_count
+from storage.formats.recordset import validate_record_set
 from storage.log.limits import WriteLimiter, WriteLimits
 from storage.log.names import validate_log_name
 from storage.log.namespace import Namespace
@@ -73,9 +77,17 @@ log = logging.getLogger(__name__)
 MAX_PAYLOAD = min(MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE - 2048) - RECORD_HEADER_SIZE
 #: Longest producer id accepted.
 MAX_PRODUCER_ID = 256
-#: How long a request waits for its stream's acquisition, and for its records to be durable.
+#: Most records in one request (a request is one entry: see MAX_REQUEST_BYTES).
+MAX_REQUEST_RECORDS = 10_000
+#: Most bytes of one request's records, record headers included: every request is stored as ONE entry (with
+#: its producer marker), so it is stored whole or not at all.
+MAX_REQUEST_BYTES = MAX_LOGRECORDSET_SIZE - RECORD_HEADER_SIZE - 2048
+#: How long a request without a deadline waits for its stream's acquisition, and for its records to be durable
+#: (a request's gRPC deadline bounds both, less a margin to answer in time).
 ACQUIRE_WAIT_S = 30.0
 WRITE_WAIT_S = 60.0
+#: Time kept to answer before a request's deadline.
+DEADLINE_MARGIN_S = 0.05
 FAILPOINT_ENV = "DLOG_PROXY_FAILPOINT"
 
 REQUESTS = Counter("dl_proxy_requests", "Proxy requests by method and status code", ["method", "code"])
@@ -124,7 +136,7 @@ class ProxyCore:
         with self._mu:
             return dict(self._streams)
 
-    def get(self, name: str, *, create: bool) -> Stream:
+    def get(self, name: str, *, create: bool, wait_s: float = 30.0) -> Stream:
         """The stream, acquiring it on first use (this thread acquires; concurrent requests wait for it).
 
         Raises:
@@ -155,7 +167,7 @@ class ProxyCore:
                 raise
             OWNED.set(len(self.owned()))
             return stream
-        _wait_logged(lambda t: stream.wait_ready(t), ACQUIRE_WAIT_S, f"stream {name!r} being acquired")
+        _wait_logged(lambda t: stream.wait_ready(t), wait_s, f"stream {name!r} being acquired")
         return stream
 
     def _gone(self, stream: Stream) -> None:
@@ -208,8 +220,10 @@ def _status_error(code: int, message: str, *, retriable: bool = True) -> DLError
 
 def _wait_logged(wait: Callable[[float], Any], total_s: float, what: str) -> Any:
     """``wait(timeout)``, logging what it waits for when that takes more than a second."""
+    if total_s <= 1.0:
+        return wait(total_s)
     try:
-        return wait(min(1.0, total_s))
+        return wait(1.0)
     except (FutureTimeout, DLError) as e:
         if isinstance(e, DLError) and e.code != 518:
             raise
@@ -260,13 +274,24 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
         if isinstance(e, OutOfOrderSequenceError):
             expected = e.expected_sequence or 0
             return pb.ResponseHeader(code=pb.OUT_OF_ORDER_SEQUENCE, err_msg=str(e), expected_sequence=expected)
+        if isinstance(e, ProducerFencedError | ProducerStateLostError):
+            return pb.ResponseHeader(
+                code=e.code,  # type: ignore[arg-type]
+                err_msg=str(e),
+                producer_epoch=max(e.epoch if e.epoch is not None else -1, 0),
+                outcome_unknown=e.outcome_unknown,
+            )
         if isinstance(e, MetadataConnectionError):  # ZooKeeper unreachable: retriable, as DistributedLog's 505
             return pb.ResponseHeader(code=pb.ZOOKEEPER_ERROR, err_msg=f"{type(e).__name__}: {e}")
         if isinstance(e, DLError):
             code = e.code if e.code in _KNOWN_CODES else None
             if code is None:
                 code = pb.BAD_REQUEST if isinstance(e, InvalidArgumentError) else pb.INTERNAL_SERVER_ERROR
-            return pb.ResponseHeader(code=code, err_msg=f"{type(e).__name__}: {e}")  # type: ignore[arg-type]
+            return pb.ResponseHeader(
+                code=code,  # type: ignore[arg-type]
+                err_msg=f"{type(e).__name__}: {e}",
+                outcome_unknown=e.outcome_unknown,
+            )
         log.exception("unexpected error in a proxy request", exc_info=e)
         return pb.ResponseHeader(code=pb.INTERNAL_SERVER_ERROR, err_msg=f"{type(e).__name__}: {e}")
 
@@ -274,10 +299,12 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
         out["code"] = header.code
         return pb.WriteResponse(header=header, dlsn=dlsn)
 
-    def _stream(self, name: str, ctx: pb.WriteContext | None, *, for_write: bool) -> Stream:
+    def _stream(
+        self, name: str, ctx: pb.WriteContext | None, *, for_write: bool, wait_s: float = ACQUIRE_WAIT_S
+    ) -> Stream:
         norm = validate_log_name(name)
         create = bool(for_write and (self.core.create_on_write or (ctx is not None and ctx.create_if_missing)))
-        return self.core.get(norm, create=create)
+        return self.core.get(norm, create=create, wait_s=wait_s)
 
     def _admit(self, nbytes: int) -> None:
         lim = self.core.limiter
@@ -307,9 +334,57 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
     def _do_write(
         self, method: str, stream: str, payloads: list[bytes], ctx: pb.WriteContext, context: grpc.ServicerContext
     ) -> tuple[pb.ResponseHeader, list[pb.WriteResponse]]:
-        """Write ``payloads``; the request's header and one response per payload."""
+        """Write ``payloads`` as one entry (all or nothing); the request's header and one response per payload."""
         if not self._authorized(context):
             return pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token"), []
+        refused = self._check_request(payloads, ctx)
+        if refused is not None:
+            return refused, []
+        members = record_set_count(payloads[0]) if ctx.is_record_set else 0
+        pid = ctx.producer_id
+        producer = None
+        if pid:
+            crc = 0
+            for p in payloads:
+                crc = crc32c(p, crc)
+            epoch = ctx.producer_epoch if ctx.HasField("producer_epoch") else None
+            producer = ProducerRequest(pid, epoch, ctx.producer_instance, ctx.sequence, crc)
+        budget = _budget(context)
+        try:
+            self._admit(sum(len(p) for p in payloads))
+            s = self._stream(stream, ctx, for_write=True, wait_s=budget)
+            futs, dup, epoch = s.write(payloads, producer, members=members)
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                raise
+            return self._header(e), []
+        try:
+            # one entry: every record is durable at once (the last future resolves last)
+            _wait_logged(futs[-1].exception, _budget(context), f"the append of {stream!r} to be durable")
+            dlsns = [f.result(0) for f in futs]
+        except FutureTimeout:
+            return pb.ResponseHeader(
+                code=pb.FLUSH_TIMEOUT,
+                err_msg="not durable within the request's deadline: the outcome is unknown (a resend with the same "
+                "sequence is answered as a duplicate if it was stored)",
+                outcome_unknown=True,
+            ), []
+        except Exception as e:
+            return self._write_failure(e), []
+        if dup:
+            DEDUP_HITS.inc(len(dlsns))
+        self._check_failpoint()
+        window = s.table.window
+        per = [pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS), dlsn=d.serialize(), duplicate=dup)
+               for d in dlsns]  # fmt: skip
+        header = pb.ResponseHeader(code=pb.SUCCESS, producer_epoch=max(epoch, 0), max_inflight=window)
+        per[0].header.CopyFrom(header)
+        return header, per
+
+    def _check_request(self, payloads: list[bytes], ctx: pb.WriteContext) -> pb.ResponseHeader | None:
+        """The refusal of a malformed or oversized request (nothing stored), or None."""
+        if not payloads:
+            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="no payload")
         if ctx.HasField("crc32"):
             crc = 0
             for p in payloads:
@@ -317,87 +392,50 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
             if crc != (ctx.crc32 & 0xFFFFFFFF):
                 return pb.ResponseHeader(
                     code=pb.CHECKSUM_FAILED, err_msg=f"crc32 {ctx.crc32} does not match the payload(s) ({crc})"
-                ), []
+                )
         pid = ctx.producer_id
-        if len(pid) > MAX_PRODUCER_ID:
-            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"producer_id longer than {MAX_PRODUCER_ID}"), []
+        if len(pid) > MAX_PRODUCER_ID or len(ctx.producer_instance) > MAX_PRODUCER_ID:
+            return pb.ResponseHeader(
+                code=pb.BAD_REQUEST, err_msg=f"producer_id or producer_instance longer than {MAX_PRODUCER_ID}"
+            )
         if pid and ctx.sequence < 0:
-            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"negative sequence {ctx.sequence}"), []
-        if not payloads:
-            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="no payload"), []
-        members = 0
+            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"negative sequence {ctx.sequence}")
+        if len(payloads) > MAX_REQUEST_RECORDS:
+            return pb.ResponseHeader(
+                code=pb.BAD_REQUEST, err_msg=f"{len(payloads)} records in one request; at most {MAX_REQUEST_RECORDS}"
+            )
+        big = next((p for p in payloads if len(p) > MAX_PAYLOAD), None)
+        if big is not None:
+            return pb.ResponseHeader(
+                code=pb.TOO_LARGE_RECORD, err_msg=f"record of {len(big)} bytes > {MAX_PAYLOAD}: request not stored"
+            )
+        size = sum(RECORD_HEADER_SIZE + len(p) for p in payloads)
+        if size > MAX_REQUEST_BYTES:
+            return pb.ResponseHeader(
+                code=pb.BAD_REQUEST,
+                err_msg=f"request of {size} bytes (with record headers) is more than one entry holds "
+                f"({MAX_REQUEST_BYTES}): send fewer records per request",
+            )
         if ctx.is_record_set:
             if len(payloads) != 1:
-                return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="a record set travels alone (write)"), []
+                return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="a record set travels alone (write)")
             try:
-                members = record_set_count(payloads[0])
+                members = validate_record_set(payloads[0])
             except CorruptedEntryError as e:
-                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg=f"bad record set: {e}"), []
+                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg=f"bad record set, not stored: {e}")
             if members < 1:
-                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg="bad record set: no members"), []
-        too_large = {i for i, p in enumerate(payloads) if len(p) > MAX_PAYLOAD}
-        per: list[pb.WriteResponse | None] = [
-            pb.WriteResponse(
-                header=pb.ResponseHeader(
-                    code=pb.TOO_LARGE_RECORD, err_msg=f"record of {len(payloads[i])} bytes > {MAX_PAYLOAD}"
+                return pb.ResponseHeader(
+                    code=pb.INVALID_ENVELOPED_ENTRY, err_msg="bad record set, not stored: no members"
                 )
-            )
-            if i in too_large
-            else None
-            for i in range(len(payloads))
-        ]
-        items = [(ctx.sequence + i, p) for i, p in enumerate(payloads) if i not in too_large]
-        if not items:
-            return per[0].header if len(per) == 1 and per[0] is not None else pb.ResponseHeader(code=pb.SUCCESS), [
-                r for r in per if r is not None
-            ]
-        try:
-            self._admit(sum(len(p) for _s, p in items))
-            s = self._stream(stream, ctx, for_write=True)
-            results = s.write(items, pid, ctx.sequence, len(payloads), members=members)
-        except BaseException as e:
-            if not isinstance(e, Exception):
-                raise
-            return self._header(e), []
-        slots = [i for i in range(len(payloads)) if i not in too_large]
-        first_error: pb.ResponseHeader | None = None
-        for i, (fut, dup) in zip(slots, results, strict=True):
-            if fut is None:
-                h = pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg=s.table.denied_message(pid, ctx.sequence + i))
-                per[i] = pb.WriteResponse(header=h)
-                first_error = first_error or h
-                continue
-            try:
-                d = _wait_logged(fut.result, WRITE_WAIT_S, f"the append of {stream!r} to be durable")
-            except FutureTimeout:
-                h = pb.ResponseHeader(code=pb.FLUSH_TIMEOUT, err_msg="not durable in time: outcome unknown, retry")
-                per[i] = pb.WriteResponse(header=h)
-                first_error = first_error or h
-                continue
-            except Exception as e:
-                h = self._write_failure(e)
-                per[i] = pb.WriteResponse(header=h)
-                first_error = first_error or h
-                continue
-            if dup:
-                DEDUP_HITS.inc()
-            per[i] = pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS), dlsn=d.serialize(), duplicate=dup)
-        self._check_failpoint()
-        header = pb.ResponseHeader(code=pb.SUCCESS)
-        if len(payloads) == 1 and per[0] is not None:
-            header = per[0].header
-        elif first_error is not None and all(r is not None and r.header.code != pb.SUCCESS for r in per):
-            header = first_error
-        return header, [r for r in per if r is not None]
+        return None
 
     def _write_failure(self, e: BaseException) -> pb.ResponseHeader:
         """A write that failed after it was handed to the writer: its outcome is unknown; the stream stopped."""
-        if isinstance(e, DLError) and e.code in (pb.OVER_CAPACITY, pb.WRITE_CANCELLED_EXCEPTION):
-            return self._header(e)
         return pb.ResponseHeader(
             code=pb.STREAM_UNAVAILABLE,
             err_msg=f"the write failed ({type(e).__name__}: {e}); its outcome is unknown and the stream stopped "
-            "here: retry (an idempotent producer's retry is stored at most once)",
+            "here: an idempotent producer's resend is stored at most once",
+            outcome_unknown=True,
         )
 
     def write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
@@ -463,8 +501,7 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
     def delete(self, request: pb.StreamRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
         def body() -> pb.WriteResponse:
             s = self._stream(request.stream, request.ctx, for_write=False)  # FOUND if another proxy owns it
-            s.release()
-            self.core.ns.delete_log(s.name)
+            s.delete()  # under the write lock: no other proxy can take the log between the two
             return pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
 
         return self._op("delete", context, body)
@@ -487,7 +524,12 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "REQUEST_DENIED: missing or bad auth token")
             core = self.core
             status = pb.DOWN if core.shutting_down else pb.WRITE_AND_ACCEPT if core.accepting else pb.WRITE_ONLY
-            info = pb.ServerInfo(server_status=status)
+            info = pb.ServerInfo(
+                server_status=status,
+                max_inflight=int(core.conf.get("proxyProducerWindow")),
+                max_request_bytes=MAX_REQUEST_BYTES,
+                max_request_records=MAX_REQUEST_RECORDS,
+            )
             if request.get_ownerships:
                 try:
                     pattern = re.compile(request.stream_name_regex) if request.stream_name_regex else None
@@ -510,6 +552,14 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
                 )
             self.core.set_accepting(bool(request.enabled))
             return pb.SetAcceptNewStreamResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+
+def _budget(context: grpc.ServicerContext) -> float:
+    """Seconds a request may still wait: its deadline less a margin (WRITE_WAIT_S without one)."""
+    left = context.time_remaining()
+    if left is None:
+        return WRITE_WAIT_S
+    return max(0.0, min(WRITE_WAIT_S, float(left) - DEADLINE_MARGIN_S))
 
 
 def _is_address(owner: str) -> bool:

@@ -27,18 +27,22 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 
-from dl_proxy.dedup import NO_PRODUCER, DedupTable
+from dl_proxy.dedup import NO_PRODUCER, DedupTable, Plan, Verdict
 from storage.config import Config
 from storage.errors import (
     DLError,
     EndOfStreamError,
+    InvalidArgumentError,
     LockingError,
     LogNotFoundError,
     LogRecordTooLongError,
     OutOfOrderSequenceError,
     OverCapacityError,
-    RecordSetSplitError,
+    ProducerFencedError,
+    ProducerStateLostError,
+    SequenceMismatchError,
     StreamNotReadyError,
     StreamUnavailableError,
 )
@@ -88,6 +92,7 @@ class Stream:
             window=int(conf.get("proxyProducerWindow")),
             expiry_ms=int(conf.get("proxyProducerExpirySeconds")) * 1000,
             snapshot_interval=int(conf.get("proxyDedupSnapshotInterval")),
+            max_producers=int(conf.get("proxyMaxProducersPerStream")),
         )
         self.acquired_at = 0.0
 
@@ -174,36 +179,40 @@ class Stream:
         return w
 
     def write(
-        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, *, members: int = 0
-    ) -> list[tuple[Future[DLSN] | None, bool]]:
-        """Store the payloads of ``items`` ((sequence, payload), ascending) in order. ``sequence`` and ``count``
-        describe the whole request (payloads refused alone, too large, leave gaps in ``items``). Per item: its
-        DLSN future (None: a duplicate older than the window, denied) and whether it is a duplicate (already
-        stored: the future gives the original DLSN). Without ``producer``, at-least-once (no dedup).
+        self, payloads: list[bytes], producer: ProducerRequest | None, *, members: int = 0
+    ) -> tuple[list[Future[DLSN]], bool, int]:
+        """Store ``payloads`` in order as ONE entry (all of them or none). Returns a DLSN future per payload, whether
+        they are a duplicate (already stored: the futures give the original DLSNs) and the producer's epoch (-1
+        without a producer). Without ``producer``, at-least-once (no dedup).
 
-        ``members > 0``: the one item is a record set of that many members, stored as one record with the
+        ``members > 0``: the one payload is a record set of that many members, stored as one record with the
         RECORD_SET flag; it takes the sequences ``sequence .. sequence+members-1`` (one per member, as if they
         were sent one by one), and its DLSN is its first member's (member ``i`` is at slot + ``i``).
 
-        Raises:
-            OutOfOrderSequenceError (producers), StreamUnavailableError (not writable here: the stream stopped),
-            OverCapacityError (a writer limit: nothing more stored), LogRecordTooLongError, EndOfStreamError,
-            RecordSetSplitError (a record set repeating its producer's stored requests unevenly), DLError.
+        Raises (nothing stored, unless said):
+            OutOfOrderSequenceError, ProducerFencedError (``outcome_unknown`` when its epoch is older than those
+            remembered), ProducerStateLostError (outcome unknown), SequenceMismatchError: the idempotent producer's
+            answers (see :mod:`dl_proxy.dedup`). StreamUnavailableError: not writable here (the stream stopped).
+            OverCapacityError (a writer limit), LogRecordTooLongError (not one entry), EndOfStreamError,
+            InvalidArgumentError, DLError.
         """
         with self._lock:
-            return self._write_locked(items, producer, sequence, count, members)
+            return self._write_locked(payloads, producer, members)
 
     def _write_locked(
-        self, items: list[tuple[int, bytes]], producer: str, sequence: int, count: int, members: int
-    ) -> list[tuple[Future[DLSN] | None, bool]]:
+        self, payloads: list[bytes], producer: ProducerRequest | None, members: int
+    ) -> tuple[list[Future[DLSN]], bool, int]:
         deadline = 0.0
+        count = members or len(payloads)
+        plan: Plan | None = None
         while True:
             w = self._check_serving()
             txid = max(now_ms(), w.last_txid)
-            if not producer:
+            if producer is None:
                 break
-            plan = self.table.plan(producer, sequence, members or count, txid)
-            if plan.error is None:
+            p = producer
+            plan = self.table.plan(p.producer_id, p.epoch, p.instance, p.sequence, count, p.crc, txid)
+            if plan.verdict is not Verdict.OUT_OF_ORDER:
                 break
             # the RPC threads serving one connection race to this lock: an earlier request of the producer may be
             # a moment away; wait for it a little before answering OUT_OF_ORDER_SEQUENCE (which costs a resend)
@@ -212,44 +221,37 @@ class Stream:
             if now >= deadline:
                 raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
             self._sequenced.wait(deadline - now)
-        out: list[tuple[Future[DLSN] | None, bool]] = []
-        todo = items
+        if plan is not None:
+            _refuse(plan)
+            if plan.verdict is Verdict.DUPLICATE:
+                assert plan.original is not None
+                return [dlsn_at(plan.original, i) for i in range(len(payloads))], True, plan.epoch
         flags = RECORD_SET if members else 0
-        if producer:
-            if members and sequence <= plan.last:
-                end = sequence + members - 1
-                original = self.table.covering(producer, sequence, end) if end <= plan.last else None
-                if original is None:
-                    raise RecordSetSplitError(
-                        f"producer {producer!r}: the record set of sequences {sequence}..{end} repeats what is "
-                        f"stored (up to {plan.last}) but not as one stored request: resend its records separately"
-                    )
-                return [(original, True)]
-            out = [(plan.duplicates.get(seq), True) for seq, _p in items if seq <= plan.last]
-            todo = [(seq, p) for seq, p in items if seq > plan.last]
-        for group in _groups(todo):
-            first = group[0][0]
-            span = members or len(group)
-            recs = [LogRecord(txid, p, flags=flags) for _s, p in group]
-            used = sum(RECORD_HEADER_SIZE + len(p) for _s, p in group) + RECORD_HEADER_SIZE
-            if producer:
-                marker = self.table.marker(producer, first, span, txid, MAX_LOGRECORDSET_SIZE - used)
-            else:
-                marker = NO_PRODUCER
-            try:
-                futs = w.write_marked(marker, recs)
-            except (OverCapacityError, LogRecordTooLongError, EndOfStreamError):
-                raise  # nothing of this group was written; the writer is fine
-            except DLError as e:
-                self._stop_locked(e)
-                raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
-            if producer:
-                self.table.stored(producer, first, span, futs[0], txid, marker)
-                self._sequenced.notify_all()
-            for f in futs:
-                f.add_done_callback(self._on_settled)
-            out += [(f, False) for f in futs]
-        return out
+        recs = [LogRecord(txid, p, flags=flags) for p in payloads]
+        used = sum(RECORD_HEADER_SIZE + len(p) for p in payloads) + RECORD_HEADER_SIZE
+        if producer is not None and plan is not None:
+            marker = self.table.marker(
+                producer.producer_id, plan, producer.instance, producer.sequence, count, producer.crc, txid,
+                MAX_LOGRECORDSET_SIZE - used,
+            )  # fmt: skip
+        else:
+            marker = NO_PRODUCER
+        try:
+            futs = w.write_marked(marker, recs)
+        except (OverCapacityError, LogRecordTooLongError, EndOfStreamError, InvalidArgumentError):
+            raise  # nothing of this request was written; the writer is fine
+        except DLError as e:
+            self._stop_locked(e)
+            raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e
+        if producer is not None and plan is not None:
+            self.table.stored(
+                producer.producer_id, plan, producer.instance, producer.sequence, count, producer.crc, futs[0], txid,
+                marker, used,
+            )  # fmt: skip
+            self._sequenced.notify_all()
+        for f in futs:
+            f.add_done_callback(self._on_settled)
+        return futs, False, -1 if plan is None else plan.epoch
 
     def _on_settled(self, f: Future[DLSN]) -> None:
         exc = f.exception()
@@ -305,6 +307,30 @@ class Stream:
                 log.warning("releasing %r: %s", self.name, e)
         self._finish(State.CLOSED, None)
 
+    def delete(self) -> None:
+        """Delete the log while still holding its write lock (so no other proxy or writer takes it between the
+        release and the delete), then stop. Requests arriving meanwhile get STREAM_UNAVAILABLE; writes in flight
+        fail with an unknown outcome (the log is gone with them).
+
+        Raises:
+            StreamUnavailableError: not serving here. LogNotFoundError, MetadataError: what deleting raises (the
+            stream stops all the same).
+        """
+        with self._lock:
+            self._check_serving()
+            self.state = State.CLOSING
+            self._sequenced.notify_all()
+            w = self._writer
+        try:
+            self._ns.delete_log(self.name)
+        finally:
+            if w is not None:
+                try:
+                    w.abort()
+                except DLError as e:
+                    log.info("aborting the writer of deleted %r: %s", self.name, e)
+            self._finish(State.CLOSED, None)
+
     def stop(self, cause: BaseException | None = None) -> None:
         """Stop at once (lock lost, writer failed): abort the writer, acknowledge nothing more. Idempotent."""
         with self._lock:
@@ -344,19 +370,48 @@ class Stream:
             self._on_gone(self)
 
 
-def _groups(items: list[tuple[int, bytes]]) -> list[list[tuple[int, bytes]]]:
-    """Split (sequence, payload) items into groups of consecutive sequences that fit one entry each with their
-    marker (one payload per group at least)."""
-    out: list[list[tuple[int, bytes]]] = []
-    cur: list[tuple[int, bytes]] = []
-    size = RECORD_HEADER_SIZE + MARKER_ROOM
-    for seq, p in items:
-        n = RECORD_HEADER_SIZE + len(p)
-        if cur and (size + n > MAX_LOGRECORDSET_SIZE or seq != cur[-1][0] + 1):
-            out.append(cur)
-            cur, size = [], RECORD_HEADER_SIZE + MARKER_ROOM
-        cur.append((seq, p))
-        size += n
-    if cur:
-        out.append(cur)
+@dataclass(frozen=True)
+class ProducerRequest:
+    """The idempotent producer's part of a request: its id, epoch (None: the instance asks for one), instance
+    token, first sequence and the CRC32C of its payloads."""
+
+    producer_id: str
+    epoch: int | None
+    instance: str
+    sequence: int
+    crc: int
+
+
+def _refuse(plan: Plan) -> None:
+    """Raise the error of a plan that stores nothing and answers no duplicate.
+
+    Raises:
+        ProducerFencedError, ProducerStateLostError, SequenceMismatchError, OutOfOrderSequenceError.
+    """
+    v = plan.verdict
+    if v is Verdict.FENCED:
+        raise ProducerFencedError(plan.message, epoch=plan.epoch, outcome_unknown=plan.outcome_unknown)
+    if v is Verdict.STATE_LOST:
+        raise ProducerStateLostError(plan.message, epoch=plan.epoch)
+    if v is Verdict.MISMATCH:
+        raise SequenceMismatchError(plan.message)
+    if v is Verdict.OUT_OF_ORDER:
+        raise OutOfOrderSequenceError(plan.message, expected_sequence=plan.expected)
+
+
+def dlsn_at(first: Future[DLSN], offset: int) -> Future[DLSN]:
+    """The DLSN ``offset`` records after ``first`` in the same entry (a future resolving with it)."""
+    if offset == 0:
+        return first
+    out: Future[DLSN] = Future()
+
+    def copy(f: Future[DLSN]) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            d = f.result()
+            out.set_result(DLSN(d.lssn, d.entry_id, d.slot_id + offset))
+
+    first.add_done_callback(copy)
     return out

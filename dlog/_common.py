@@ -115,10 +115,12 @@ DLSN_TYPE = DLSNType()
 # --- shared state -----------------------------------------------------------------------------
 @dataclass
 class State:
-    """What the top-level options set up for the command: the namespace URI and the configuration."""
+    """What the top-level options set up for the command: the namespace URI, the configuration and how much to log
+    (``verbose``: the count of ``-v``)."""
 
     uri: str | None
     conf_file: str | None
+    verbose: int = 0
     _conf: Config | None = field(default=None, repr=False)
 
     def conf(self) -> Config:

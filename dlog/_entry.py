@@ -66,7 +66,7 @@ def cli(ctx: click.Context, uri: str | None, conf_file: str | None, verbose: int
     """Operate DistributedLog namespaces and logs: list, create, inspect, read, follow, write,
     truncate and seal logs."""
     _setup_logging(verbose)
-    ctx.obj = State(uri=uri, conf_file=conf_file)
+    ctx.obj = State(uri=uri, conf_file=conf_file, verbose=verbose)
 
 
 def _setup_logging(verbose: int) -> None:

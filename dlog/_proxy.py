@@ -32,9 +32,15 @@ def _overrides(conf: Config, settings: tuple[str, ...]) -> Config:
     default="127.0.0.1:0",
     show_default=True,
     metavar="HOST:PORT",
-    help="Address to serve on (port 0: a free one). A non-loopback host needs --tls-cert/--tls-key and a token.",
+    help="Address to serve on (port 0: a free one). A non-loopback host needs --tls-cert/--tls-key and a token; "
+    "a wildcard one (0.0.0.0, [::]) needs --advertise.",
 )
-@click.option("--advertise", metavar="HOST:PORT", help="Address announced to clients (default: the listen address).")
+@click.option(
+    "--advertise",
+    metavar="HOST:PORT",
+    help="Address clients reach this proxy at: announced, and named in redirects (default: the listen address; "
+    "port 0: the port listened on).",
+)
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="Server certificate (PEM).")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="Server private key (PEM).")
 @click.option("--tls-client-ca", type=click.Path(dir_okay=False), help="Require client certificates signed by this CA.")

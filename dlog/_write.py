@@ -35,6 +35,7 @@ def write(
     tls_ca: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    allow_plaintext_token: bool,
 ) -> None:
     """Append one record per line of stdin (the line without its line ending), then flush.
 
@@ -44,7 +45,8 @@ def write(
     if proxy is not None:
         if txid_start is not None:
             raise click.UsageError("--txid-start does not apply with --proxy (the proxy assigns txids)")
-        security = {"token_file": token_file, "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key}
+        security = {"token_file": token_file, "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key,
+                    "allow_plaintext_token": allow_plaintext_token}  # fmt: skip
         write_through_proxies(state, name, proxy, create_log=create_log, timeout_s=timeout_s, **security)
         return
     stdin = sys.stdin.buffer

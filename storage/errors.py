@@ -1,8 +1,17 @@
 """The error tree of the storage core.
 
 Every error the public API raises is a subclass of :class:`DLError`. Each class carries
-``code`` (Apache DistributedLog's ``StatusCode`` where one exists, else ``None``) and
-``retriable`` (whether the same call may succeed if tried again later).
+``code`` (Apache DistributedLog's ``StatusCode`` where one exists, else ``None``),
+``retriable`` (whether the same call may succeed if tried again later, after reopening a writer
+if that is what it takes) and ``outcome_unknown``.
+
+What a failed write means: every error a write can end with is either *definitive*
+(``outcome_unknown`` False: the record is not stored and never will be: bad input, refused,
+fenced before the append) or *outcome unknown* (``outcome_unknown`` True: the append may have
+taken effect: a timeout after sending, a transmit error, a lost connection or reply, a full disk
+or a failed fsync mid-batch). A record whose write failed definitively is never in the log; one
+whose outcome is unknown may be, once (the next writer's recovery decides). The class sets the
+usual value; an instance may say otherwise (``DLError(..., outcome_unknown=True)``).
 
 Backend exceptions (sqlite3, kazoo, ``OSError``) are translated at the adapter boundary and
 never escape unwrapped; the original is kept as ``__cause__``.
@@ -16,11 +25,17 @@ class DLError(Exception):
 
     code: int | None = None
     retriable: bool = False
+    #: True when the failed operation may have taken effect (a write that may be stored); see the module docstring.
+    outcome_unknown: bool = False
 
-    def __init__(self, message: str = "", *, retriable: bool | None = None) -> None:
+    def __init__(
+        self, message: str = "", *, retriable: bool | None = None, outcome_unknown: bool | None = None
+    ) -> None:
         super().__init__(message)
         if retriable is not None:
             self.retriable = retriable
+        if outcome_unknown is not None:
+            self.outcome_unknown = outcome_unknown
 
 
 # --- names, logs ------------------------------------------------------------------------
@@ -335,10 +350,11 @@ class ZooKeeperError(MetadataConnectionError):
 
 
 class FlushTimeoutError(DLError):
-    """The proxy's writer timed out flushing (FLUSH_TIMEOUT)."""
+    """The proxy's writer timed out flushing (FLUSH_TIMEOUT): the outcome is unknown."""
 
     code = 508
     retriable = True
+    outcome_unknown = True
 
 
 class StreamUnavailableError(DLError):
@@ -405,11 +421,61 @@ class RetryableReadError(LogReadError):
 
 
 class WriteTimeoutError(DLError):
-    """A write was not acknowledged within the client's ``timeout_s``: its outcome is unknown (it may be
-    stored, once). Retriable: the client keeps its records in order and the idempotent producer never stores
-    a record twice, but a NEW write of the same payload is a new record."""
+    """A write was not acknowledged within the client's delivery timeout (``timeout_s``): its outcome is unknown
+    (it may be stored, once); the client has stopped sending it. Retriable in the sense that later writes may
+    succeed; writing the same payload again is a NEW record (it may then be stored twice)."""
 
     code = None
+    retriable = True
+    outcome_unknown = True
+
+
+class OperationTimeoutError(DLError):
+    """A client call that waits (``flush(timeout)``) did not finish within its timeout; what it waited for goes on
+    (the writes keep being sent; their futures tell their outcome)."""
+
+    code = None
+    retriable = True
+
+
+class ProducerFencedError(DLError):
+    """A newer instance of the same idempotent producer id took over the stream (producer epochs, as Kafka's):
+    this write was not stored, and this client can write no more to the stream (PRODUCER_FENCED). ``epoch`` is
+    the newer epoch when the proxy named it. Not retriable; the outcome is known (not stored)."""
+
+    code = 532
+
+    def __init__(self, message: str = "", *, epoch: int | None = None, outcome_unknown: bool | None = None) -> None:
+        super().__init__(message, outcome_unknown=outcome_unknown)
+        self.epoch = epoch
+
+
+class ProducerStateLostError(DLError):
+    """The proxy no longer holds the idempotent producer state needed to answer a resend (PRODUCER_STATE_LOST):
+    the producer was forgotten (idle past ``proxyProducerExpirySeconds``, evicted by ``proxyMaxProducersPerStream``,
+    or its state was truncated away), or the resend is older than the producer's window. The write's outcome is
+    unknown (it may be stored, once); the client starts a new producer epoch for the records it had not sent."""
+
+    code = 533
+    outcome_unknown = True
+
+    def __init__(self, message: str = "", *, epoch: int | None = None) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+
+
+class SequenceMismatchError(DLError):
+    """An idempotent producer's request reuses sequence numbers the proxy stored with other data or other request
+    boundaries (SEQUENCE_MISMATCH): it was not stored (a client that numbers its records wrongly)."""
+
+    code = 534
+
+
+class NoProxyReachableError(ServiceUnavailableError):
+    """No write proxy could be reached for the whole delivery timeout (none announced, or every one refused the
+    connection): the write never left the client, so it is not stored. Retriable (a proxy may come up)."""
+
+    code = 503
     retriable = True
 
 

@@ -77,6 +77,12 @@ class _StatusCodeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StatusCode
     """idempotent producer: sequence > last stored + 1; resend from ResponseHeader.expected_sequence"""
     RECORD_SET_SPLIT: _StatusCode.ValueType  # 531
     """idempotent producer: a record set overlapping its stored requests unevenly; resend its records separately (writeBulk)"""
+    PRODUCER_FENCED: _StatusCode.ValueType  # 532
+    """idempotent producer: a newer instance of this producer id took over (ResponseHeader.producer_epoch); not stored"""
+    PRODUCER_STATE_LOST: _StatusCode.ValueType  # 533
+    """idempotent producer: the proxy no longer holds the state to answer this resend; outcome unknown"""
+    SEQUENCE_MISMATCH: _StatusCode.ValueType  # 534
+    """idempotent producer: sequences stored with other data or other request boundaries; not stored"""
     UNEXPECTED: _StatusCode.ValueType  # 600
     INTERRUPTED: _StatusCode.ValueType  # 601
     INVALID_STREAM_NAME: _StatusCode.ValueType  # 602
@@ -135,6 +141,12 @@ OUT_OF_ORDER_SEQUENCE: StatusCode.ValueType  # 530
 """idempotent producer: sequence > last stored + 1; resend from ResponseHeader.expected_sequence"""
 RECORD_SET_SPLIT: StatusCode.ValueType  # 531
 """idempotent producer: a record set overlapping its stored requests unevenly; resend its records separately (writeBulk)"""
+PRODUCER_FENCED: StatusCode.ValueType  # 532
+"""idempotent producer: a newer instance of this producer id took over (ResponseHeader.producer_epoch); not stored"""
+PRODUCER_STATE_LOST: StatusCode.ValueType  # 533
+"""idempotent producer: the proxy no longer holds the state to answer this resend; outcome unknown"""
+SEQUENCE_MISMATCH: StatusCode.ValueType  # 534
+"""idempotent producer: sequences stored with other data or other request boundaries; not stored"""
 UNEXPECTED: StatusCode.ValueType  # 600
 INTERRUPTED: StatusCode.ValueType  # 601
 INVALID_STREAM_NAME: StatusCode.ValueType  # 602
@@ -171,12 +183,21 @@ class ResponseHeader(_message.Message):
     ERR_MSG_FIELD_NUMBER: _builtins.int
     LOCATION_FIELD_NUMBER: _builtins.int
     EXPECTED_SEQUENCE_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    MAX_INFLIGHT_FIELD_NUMBER: _builtins.int
+    OUTCOME_UNKNOWN_FIELD_NUMBER: _builtins.int
     code: Global___StatusCode.ValueType
     err_msg: _builtins.str
     location: _builtins.str
     """FOUND: the owner's address "host:port" """
     expected_sequence: _builtins.int
     """OUT_OF_ORDER_SEQUENCE: the next sequence the proxy will store"""
+    producer_epoch: _builtins.int
+    """idempotent producer: the epoch the request was stored under (or, fenced, the newer one)"""
+    max_inflight: _builtins.int
+    """idempotent producer: requests a client may have outstanding per stream (the proxy's window)"""
+    outcome_unknown: _builtins.bool
+    """an error after which the request may still be stored (else: certainly not stored)"""
     def __init__(
         self,
         *,
@@ -184,10 +205,13 @@ class ResponseHeader(_message.Message):
         err_msg: _builtins.str = ...,
         location: _builtins.str = ...,
         expected_sequence: _builtins.int = ...,
+        producer_epoch: _builtins.int = ...,
+        max_inflight: _builtins.int = ...,
+        outcome_unknown: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "err_msg", b"err_msg", "expected_sequence", b"expected_sequence", "location", b"location"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "err_msg", b"err_msg", "expected_sequence", b"expected_sequence", "location", b"location", "max_inflight", b"max_inflight", "outcome_unknown", b"outcome_unknown", "producer_epoch", b"producer_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -257,6 +281,8 @@ class WriteContext(_message.Message):
     PRODUCER_ID_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
     CREATE_IF_MISSING_FIELD_NUMBER: _builtins.int
+    PRODUCER_EPOCH_FIELD_NUMBER: _builtins.int
+    PRODUCER_INSTANCE_FIELD_NUMBER: _builtins.int
     crc32: _builtins.int
     """CRC32 of the payload (bulk: of the concatenated payloads)"""
     is_record_set: _builtins.bool
@@ -266,6 +292,12 @@ class WriteContext(_message.Message):
     """sequence of the first payload; a bulk's payloads take sequence, sequence+1, ..."""
     create_if_missing: _builtins.bool
     """create the log on first write (the proxy's default is its conf)"""
+    producer_epoch: _builtins.int
+    """The producer's epoch, as the proxy answered it; absent: this client instance (producer_instance) asks for
+    one: a new instance bumps the epoch and fences the older instances of the same producer_id.
+    """
+    producer_instance: _builtins.str
+    """a random token per client instance (and per re-initialisation)"""
     @_builtins.property
     def tried_hosts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -277,14 +309,21 @@ class WriteContext(_message.Message):
         producer_id: _builtins.str = ...,
         sequence: _builtins.int = ...,
         create_if_missing: _builtins.bool = ...,
+        producer_epoch: _builtins.int | None = ...,
+        producer_instance: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_crc32", b"_crc32", "crc32", b"crc32"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_crc32", b"_crc32", "_producer_epoch", b"_producer_epoch", "crc32", b"crc32", "producer_epoch", b"producer_epoch"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_crc32", b"_crc32", "crc32", b"crc32", "create_if_missing", b"create_if_missing", "is_record_set", b"is_record_set", "producer_id", b"producer_id", "sequence", b"sequence", "tried_hosts", b"tried_hosts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_crc32", b"_crc32", "_producer_epoch", b"_producer_epoch", "crc32", b"crc32", "create_if_missing", b"create_if_missing", "is_record_set", b"is_record_set", "producer_epoch", b"producer_epoch", "producer_id", b"producer_id", "producer_instance", b"producer_instance", "sequence", b"sequence", "tried_hosts", b"tried_hosts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__crc32: _TypeAlias = _typing.Literal["crc32"]  # noqa: Y015
     _WhichOneofArgType__crc32: _TypeAlias = _typing.Literal["_crc32", b"_crc32"]  # noqa: Y015
+    _WhichOneofReturnType__producer_epoch: _TypeAlias = _typing.Literal["producer_epoch"]  # noqa: Y015
+    _WhichOneofArgType__producer_epoch: _TypeAlias = _typing.Literal["_producer_epoch", b"_producer_epoch"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__crc32) -> _WhichOneofReturnType__crc32 | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__producer_epoch) -> _WhichOneofReturnType__producer_epoch | None: ...
 
 Global___WriteContext: _TypeAlias = WriteContext  # noqa: Y015
 
@@ -334,7 +373,16 @@ class ServerInfo(_message.Message):
 
     OWNERSHIPS_FIELD_NUMBER: _builtins.int
     SERVER_STATUS_FIELD_NUMBER: _builtins.int
+    MAX_INFLIGHT_FIELD_NUMBER: _builtins.int
+    MAX_REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    MAX_REQUEST_RECORDS_FIELD_NUMBER: _builtins.int
     server_status: Global___ServerStatus.ValueType
+    max_inflight: _builtins.int
+    """idempotent producer: requests a client may have outstanding per stream"""
+    max_request_bytes: _builtins.int
+    """largest request payload (all of a request's records are one entry)"""
+    max_request_records: _builtins.int
+    """most records in one request"""
     @_builtins.property
     def ownerships(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """stream -> owner address (this proxy's own streams)"""
@@ -344,10 +392,13 @@ class ServerInfo(_message.Message):
         *,
         ownerships: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         server_status: Global___ServerStatus.ValueType = ...,
+        max_inflight: _builtins.int = ...,
+        max_request_bytes: _builtins.int = ...,
+        max_request_records: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ownerships", b"ownerships", "server_status", b"server_status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_inflight", b"max_inflight", "max_request_bytes", b"max_request_bytes", "max_request_records", b"max_request_records", "ownerships", b"ownerships", "server_status", b"server_status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

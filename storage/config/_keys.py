@@ -497,9 +497,13 @@ _SPECS: tuple[KeySpec, ...] = (
     # (this project's own proxy keys)
     _b("proxyCreateStreamOnWrite", False, "The proxy creates a missing log on its first write (a request can also "
         "ask with WriteContext.create_if_missing); false = LOG_NOT_FOUND.", "proxy", impl=True),
-    _i("proxyProducerWindow", 1000, "Idempotent producers: per producer and stream, how many of the latest "
-        "sequence numbers keep their DLSN (a retry of an older one is refused with REQUEST_DENIED).", "proxy",
-        impl=True, min=1),
+    _i("proxyProducerWindow", 5, "Idempotent producers: per producer and stream, how many of its latest requests "
+        "the proxy remembers (sequences, checksum, DLSN) to answer resends; clients are told it and keep at most "
+        "this many requests outstanding per stream (Kafka's max.in.flight.requests.per.connection).", "proxy",
+        impl=True, min=1, max=64),
+    _i("proxyMaxProducersPerStream", 10000, "Idempotent producers: most producers a stream remembers; over it the "
+        "least recently active is forgotten (a resend of its is answered PRODUCER_STATE_LOST, outcome unknown, and "
+        "its client starts a new epoch).", "proxy", impl=True, min=1),
     _i("proxyProducerExpirySeconds", 86400, "Idempotent producers: forget a producer idle on a stream this "
         "long (its next write must start a new producer id or sequence 0).", "proxy", impl=True, min=1),
     _i("proxyDedupSnapshotInterval", 1000, "Idempotent producers: write a snapshot of every live producer into "

@@ -158,21 +158,22 @@ def as_view(buf: object) -> memoryview:
 
 
 def record_set_count(payload: bytes | bytearray | memoryview) -> int:
-    """Number of members of a serialized LogRecordSet, read from its header (``LogRecordSet.numRecords``).
+    """Number of members of a serialized LogRecordSet, read from its header (``LogRecordSet.numRecords``); the body
+    is not looked at (:func:`storage.formats.recordset.validate_record_set` checks a whole set).
 
     Raises :class:`~storage.errors.CorruptedEntryError` if the payload is shorter than 8 bytes, its version is not
     ``0x1000`` or the count is negative.
     """
     payload = as_view(payload)
     if len(payload) < _SET_HEADER.size:
-        raise CorruptedEntryError(f"record set too short: {len(payload)} bytes")
+        raise CorruptedEntryError(f"record set: {len(payload)} bytes, too short for a header")
     metadata, count = _SET_HEADER.unpack_from(payload, 0)
     if metadata & _SET_VERSION_MASK != _SET_VERSION:
         raise CorruptedEntryError(
-            f"record set version mismatch: received {metadata & _SET_VERSION_MASK:#x}, required {_SET_VERSION:#x}"
+            f"record set: version mismatch: received {metadata & _SET_VERSION_MASK:#x}, required {_SET_VERSION:#x}"
         )
     if count < 0:
-        raise CorruptedEntryError(f"record set has a negative record count {count}")
+        raise CorruptedEntryError(f"record set: header declares a negative member count {count}")
     return int(count)
 
 

@@ -24,8 +24,9 @@ position ``p`` gives member ``i`` the DLSN ``(l, e, s + i)``, txid ``t``, positi
 Compression codecs (``CompressionCodec.Type``): NONE = 0, LZ4 = 1 (the raw LZ4 *block* format, no frame, no stored
 size: the reader is given the exact decompressed size), UNKNOWN = -1 for any other configuration string.
 
-Errors: malformed set bytes raise :class:`~storage.errors.CorruptedEntryError`; bad arguments raise
-:class:`~storage.errors.InvalidArgumentError`.
+Errors: malformed set bytes raise :class:`~storage.errors.CorruptedEntryError` (its message starts with
+``record set:`` and names the fault); bad arguments raise :class:`~storage.errors.InvalidArgumentError`. Writers
+check a whole set with :func:`validate_record_set` before storing it, so no reader meets a set it cannot decode.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from storage.formats.record import (
     LogRecordWithDLSN,
     _record_unchecked,
     as_view,
+    record_set_count,
 )
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "encode_record_set",
     "expand_record_set",
     "member_dlsns",
+    "validate_record_set",
 ]
 
 
@@ -164,7 +167,6 @@ def decompress(
 #: Size of the record-set header.
 HEADER_LEN: Final = 16
 _VERSION = 0x1000
-_VERSION_MASK = 0xF000
 _HEADER = struct.Struct(">iiii")
 _LEN = struct.Struct(">i")
 
@@ -254,49 +256,94 @@ def member_dlsns(first: DLSN, count: int) -> list[DLSN]:
     return [_dlsn_unchecked(lssn, entry_id, slot + i) for i in range(count)]
 
 
+_NO_LIMIT: Final = 1 << 31  # above any member length (an int)
+
+
 def decode_record_set(payload: bytes | bytearray | memoryview) -> list[bytes]:
     """The member payloads of a serialized record set, in order.
 
-    Raises :class:`~storage.errors.CorruptedEntryError` on a short header, a wrong version, an unknown codec,
-    negative or inconsistent lengths, undecodable LZ4 data, or members that do not exactly fill the data.
+    Raises :class:`~storage.errors.CorruptedEntryError` for every fault :func:`validate_record_set` names except a
+    member longer than ``MAX_LOGRECORD_SIZE`` (readers accept what is stored).
     """
+    members: list[bytes] = []
+    _walk_record_set(payload, members, _NO_LIMIT)
+    return members
+
+
+def validate_record_set(payload: bytes | bytearray | memoryview) -> int:
+    """Check a whole serialized record set as a reader decodes it and return its member count.
+
+    Checked: the header (16 bytes, version ``0x1000``, a known codec, no negative field), the stored length against
+    the bytes present, the data (codec none: stored length equal to the declared decompressed length; LZ4: the block
+    decompresses to exactly the declared length), every member's length (fits in the data, at most
+    ``MAX_LOGRECORD_SIZE``), and that the members are exactly the declared count with no trailing bytes. Member
+    payloads are not copied: only their lengths are read.
+
+    Raises:
+        CorruptedEntryError: the set is malformed; the message (``"record set: ..."``) names the one fault found.
+    """
+    return _walk_record_set(payload, None, MAX_LOGRECORD_SIZE)
+
+
+def _walk_record_set(payload: bytes | bytearray | memoryview, members: list[bytes] | None, limit: int) -> int:
+    """The decoder of :func:`decode_record_set` and :func:`validate_record_set`: checks ``payload`` and returns its
+    member count; appends each member's payload to ``members`` unless it is None. A member longer than ``limit``
+    is a fault. Raises :class:`~storage.errors.CorruptedEntryError`."""
     view = as_view(payload)
     if len(view) < HEADER_LEN:
-        raise CorruptedEntryError(f"record set too short: {len(view)} bytes")
-    metadata, count, original_len, stored_len = _HEADER.unpack_from(view, 0)
-    if metadata & _VERSION_MASK != _VERSION:
+        raise CorruptedEntryError(f"record set: {len(view)} bytes, shorter than the {HEADER_LEN}-byte header")
+    count = record_set_count(view)  # version and member count
+    metadata, _count, original_len, stored_len = _HEADER.unpack_from(view, 0)
+    codec = metadata & CODEC_MASK
+    if codec not in _WRITABLE:
+        raise CorruptedEntryError(f"record set: unknown compression codec {codec}")
+    if original_len < 0 or stored_len < 0:
         raise CorruptedEntryError(
-            f"record set version mismatch: received {metadata & _VERSION_MASK:#x}, required {_VERSION:#x}"
+            f"record set: header declares a negative data length (decompressed {original_len}, stored {stored_len})"
         )
-    if count < 0 or original_len < 0 or stored_len < 0:
+    if stored_len != len(view) - HEADER_LEN:
         raise CorruptedEntryError(
-            f"record set has a negative field: count={count}, lengths={original_len}/{stored_len}"
+            f"record set: header declares {stored_len} stored bytes, {len(view) - HEADER_LEN} present"
         )
-    if HEADER_LEN + stored_len != len(view):
-        raise CorruptedEntryError(
-            f"record set data length {stored_len} does not match the {len(view) - HEADER_LEN} bytes present"
-        )
-    data = decompress(view[HEADER_LEN:], metadata & CODEC_MASK, original_len)
-    if count * 4 > len(data):
-        raise CorruptedEntryError(f"record set claims {count} members in {len(data)} bytes")
-    members: list[bytes] = []
-    append = members.append
-    dv = memoryview(data)
+    if codec == CompressionCodec.NONE:
+        if original_len != stored_len:
+            raise CorruptedEntryError(
+                f"record set: uncompressed data of {stored_len} bytes, header declares {original_len} decompressed"
+            )
+        data = view[HEADER_LEN:]
+    else:
+        try:
+            data = memoryview(decompress(view[HEADER_LEN:], codec, original_len))
+        except CorruptedEntryError as e:
+            raise CorruptedEntryError(
+                f"record set: LZ4 block does not decompress to the declared {original_len} bytes: {e}"
+            ) from None
     end = len(data)
     off = 0
     unpack = _LEN.unpack_from
-    for _ in range(count):
+    append = None if members is None else members.append
+    for i in range(count):  # stops at the first fault, so a huge declared count costs nothing
         if end - off < 4:
-            raise CorruptedEntryError(f"record set truncated: {count} members claimed, {len(members)} present")
-        (size,) = unpack(dv, off)
+            stray = f" and {end - off} stray bytes" if off != end else ""
+            raise CorruptedEntryError(f"record set: header declares {count} members, body holds {i}{stray}")
+        (size,) = unpack(data, off)
         off += 4
-        if size < 0 or size > end - off:
-            raise CorruptedEntryError(f"record set member {len(members)} has an invalid length {size}")
-        append(dv[off : off + size].tobytes())
+        if size < 0 or size > end - off or size > limit:
+            raise CorruptedEntryError(_member_fault(i, size, end - off))
+        if append is not None:
+            append(data[off : off + size].tobytes())
         off += size
     if off != end:
-        raise CorruptedEntryError(f"record set has {end - off} trailing bytes after {count} members")
-    return members
+        raise CorruptedEntryError(f"record set: {end - off} trailing bytes after the {count} declared members")
+    return count
+
+
+def _member_fault(index: int, size: int, left: int) -> str:
+    if size < 0:
+        return f"record set: member {index} has a negative length {size}"
+    if size > left:
+        return f"record set: member {index} declares {size} bytes, only {left} left in the body"
+    return f"record set: member {index} is {size} bytes, over MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
 
 
 def expand_record_set(record: LogRecordWithDLSN) -> list[LogRecordWithDLSN]:

@@ -345,10 +345,22 @@ class LogManager:
                     return r
         return None
 
-    def control_records(self, seg: LogSegmentMetadata) -> Generator[LogRecordWithDLSN, None, None]:
-        """The control records of one segment (commits included), in order, up to what readers can see: the
-        markers of :meth:`storage.log.writer.AsyncLogWriter.write_marked` are read back this way. A truncated
-        segment yields nothing.
+    def visible_last_entry(self, seg: LogSegmentMetadata) -> int:
+        """The id of the last entry of ``seg`` readers can see (-1: none).
+
+        Raises:
+            SegmentStoreError, AlreadyClosedError.
+        """
+        self._check_open()
+        return positioning.visible_last_entry(self._segstore, seg)
+
+    def control_records(
+        self, seg: LogSegmentMetadata, *, first_entry: int = 0, last_entry: int | None = None
+    ) -> Generator[LogRecordWithDLSN, None, None]:
+        """The control records of one segment (commits included), in order, up to what readers can see (or of
+        its entries ``first_entry .. last_entry`` only): the markers of
+        :meth:`storage.log.writer.AsyncLogWriter.write_marked` are read back this way. A truncated segment yields
+        nothing.
 
         Raises:
             CorruptedEntryError, SegmentStoreError, AlreadyClosedError.
@@ -357,9 +369,11 @@ class LogManager:
         if seg.truncation_status == "truncated":
             return
         last = positioning.visible_last_entry(self._segstore, seg)
-        if last < 0:
+        if last_entry is not None:
+            last = min(last, last_entry)
+        if last < max(first_entry, 0):
             return
-        for entry_id, data in self._segstore.read_entries(seg.ledger_id, 0, last):
+        for entry_id, data in self._segstore.read_entries(seg.ledger_id, max(first_entry, 0), last):
             for r in decode_entry(
                 data, seg.lssn, entry_id, seg.effective_start_sequence_id, envelope=seg.envelope_entries
             ):

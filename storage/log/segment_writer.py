@@ -53,8 +53,8 @@ from storage.formats.record import (
     LogRecord,
     make_control_record,
     make_end_of_stream_record,
-    record_set_count,
 )
+from storage.formats.recordset import validate_record_set
 from storage.formats.segment_metadata import LogSegmentMetadata
 from storage.segstore.base import LedgerWriter
 
@@ -64,6 +64,20 @@ log = logging.getLogger(__name__)
 #: record or of the end-of-stream record (-1: a control entry), holds user records, size in
 #: bytes, when its first record was written, when it was transmitted (``perf_counter``)).
 _Packet = tuple[list[Future[DLSN]], list[int], int, bool, int, float, float]
+
+
+def record_set_slots(payload: bytes) -> int:
+    """The member count (slots, positions) of the payload of a record with the RECORD_SET flag, after checking the
+    whole set as a reader decodes it (:func:`~storage.formats.recordset.validate_record_set`): a set no reader could
+    decode is never stored.
+
+    Raises:
+        InvalidArgumentError: the payload is not a well-formed record set; the message names the fault.
+    """
+    try:
+        return validate_record_set(payload)
+    except CorruptedEntryError as e:
+        raise InvalidArgumentError(f"record has the RECORD_SET flag but an invalid payload: {e}") from None
 
 
 class SegmentWriter:
@@ -141,11 +155,15 @@ class SegmentWriter:
             )
             raise WriteError(f"log segment {self.lssn} is in error: {err}{hint}", retriable=err.retriable) from err
 
-    def write(self, record: LogRecord) -> Future[DLSN]:
+    def write(self, record: LogRecord, members: int | None = None) -> Future[DLSN]:
         """Add a user record to the current entry; transmit when over the threshold.
 
+        ``members``: the slots the record occupies when the caller has already checked it (1, or the count
+        :func:`record_set_slots` returned for a record set); None: a RECORD_SET record's payload is checked here.
+
         Raises:
-            LogRecordTooLongError, WriteError, WriterFencedError.
+            LogRecordTooLongError, InvalidArgumentError (a RECORD_SET record with a malformed payload), WriteError,
+            WriterFencedError; nothing is buffered when it raises.
         """
         if self.error is not None:
             self.check_writable()
@@ -153,9 +171,10 @@ class SegmentWriter:
         size = RECORD_HEADER_SIZE + len(payload)  # record.persistent_size
         if size > MAX_LOGRECORD_SIZE:
             raise LogRecordTooLongError(f"record of {size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}")
+        if members is None:
+            members = record_set_slots(payload) if record.flags & RECORD_SET else 1
         if self._builder.num_bytes + size > MAX_LOGRECORDSET_SIZE:
             self.transmit()
-        members = record_set_count(payload) if record.flags & RECORD_SET else 1
         if not self._futs and self._stats is not None:
             self._first_write = time.perf_counter()
         slot = self._builder.add(record, self.position + 1)
@@ -172,22 +191,23 @@ class SegmentWriter:
             self.transmit()
         return fut
 
-    def write_group(self, marker: LogRecord, records: list[LogRecord]) -> list[Future[DLSN]]:
+    def write_group(
+        self, marker: LogRecord, records: list[LogRecord], members: list[int] | None = None
+    ) -> list[Future[DLSN]]:
         """Transmit pending data, then ``marker`` (a control record: invisible to readers) followed by ``records``
         as ONE entry: durable together or not at all (the write proxy's producer markers).
 
+        ``members``: the slots of each record when the caller has already checked them (see :meth:`write`); None:
+        RECORD_SET payloads are checked here.
+
         Raises:
             LogRecordTooLongError: the group does not fit in one entry (``MAX_LOGRECORDSET_SIZE``); nothing written.
-            InvalidArgumentError: a RECORD_SET record with a bad payload; nothing written. WriteError,
-            WriterFencedError.
+            InvalidArgumentError: a RECORD_SET record with a malformed payload (the message names the fault); nothing
+            written. WriteError, WriterFencedError.
         """
         self.check_writable()
-        for r in records:  # a bad record must fail before the marker is buffered
-            if r.flags & RECORD_SET:
-                try:
-                    record_set_count(r.payload)
-                except CorruptedEntryError as e:
-                    raise InvalidArgumentError(f"record has the RECORD_SET flag but an invalid payload: {e}") from None
+        if members is None:  # a bad record must fail before the marker is buffered
+            members = [record_set_slots(r.payload) if r.flags & RECORD_SET else 1 for r in records]
         total = sum(RECORD_HEADER_SIZE + len(r.payload) for r in [marker, *records])
         if total > MAX_LOGRECORDSET_SIZE:
             raise LogRecordTooLongError(
@@ -198,7 +218,7 @@ class SegmentWriter:
         self._builder.add(marker.with_position(self.position))
         threshold, self._threshold = self._threshold, MAX_LOGRECORDSET_SIZE  # no transmit inside the group
         try:
-            futs = [self.write(r) for r in records]
+            futs = [self.write(r, n) for r, n in zip(records, members, strict=True)]
         finally:
             self._threshold = threshold
         self.transmit()
@@ -258,6 +278,7 @@ class SegmentWriter:
             self.ledger.append_nowait(data)
         except DLError as e:
             self._unacked.pop()  # not queued, so never reported (only this thread appends)
+            e.outcome_unknown = True  # an append that failed part way (a full disk) may have stored some of it
             self._set_error(e)
             self._group.resolve(packet[0], exc=e)
             return
@@ -286,6 +307,7 @@ class SegmentWriter:
                 err = error
             else:
                 err = TransmitError(f"append to log segment {self.lssn} failed: {error}")
+            err.outcome_unknown = True  # transmitted entries may be durable: the next writer's recovery decides
             self._set_error(err)
             if self._stats is not None:
                 self._stats.error(err)

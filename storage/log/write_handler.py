@@ -1,6 +1,11 @@
 """Ownership, recovery and the segment lifecycle of one log (``BKLogWriteHandler``).
 
 * **Ownership**: the handler takes the log's write lock (``<root>/lock``) for its whole life.
+  Data appends only check that it is not lost (:meth:`WriteHandler.check_ownership`): a ZooKeeper
+  connection that is down for less than the session timeout does not stop them (the segment store's
+  fencing keeps a stale owner out). The metadata writes (recovery, start, complete) first wait for
+  ownership to be confirmed (:meth:`WriteHandler.confirm_ownership`): for the reconnection, at most
+  until the session times out.
 * **Recovery** (spec §6.1): every in-progress segment left by a dead or fenced writer is
   fenced in the segment store, its real last record is read back, and its metadata is
   completed from it. A ledger that was allocated but never attached to a segment (the writer
@@ -14,12 +19,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol, runtime_checkable
 
 from storage.config import Config
 from storage.errors import (
     EndOfStreamError,
     IllegalStateError,
     LedgerNotFoundError,
+    MetadataConnectionError,
     TransactionIdOutOfOrderError,
     UnexpectedError,
 )
@@ -33,9 +40,28 @@ from storage.segstore.base import NO_ENTRY, LedgerWriter, SegmentStore
 
 log = logging.getLogger(__name__)
 
+#: Attempts of a segment start or completion whose metadata write the connection to ZooKeeper failed under
+#: (each after the reconnection, in the lock's session, and a look at whether the previous one was applied).
+METADATA_ATTEMPTS = 5
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class _NotAppliedError(Exception):
+    """An attempt to start a segment failed with the connection to ZooKeeper, and left nothing behind."""
+
+    def __init__(self, error: MetadataConnectionError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@runtime_checkable
+class _ConfirmableLock(Protocol):
+    """A lock that can wait for its ownership to be confirmed (the ZooKeeper lock's ``confirm``)."""
+
+    def confirm(self, what: str) -> None: ...
 
 
 def last_record_of_ledger(
@@ -79,9 +105,38 @@ class WriteHandler:
         return self.meta.paths.name
 
     def check_ownership(self) -> None:
-        """Raises LockingError if the write lock was lost (spec: before every start/complete/transmit)."""
+        """Raise ``LockingError`` if the write lock was lost (before every write and transmit).
+
+        A ZooKeeper connection that is merely suspended (down for less than the session timeout) does
+        not count as lost: data appends and their acknowledgements go on. That is safe because a
+        writer that took the lock over (the session did expire server-side) fenced this writer's
+        in-progress ledger during its recovery: no append of ours succeeds after that.
+
+        Raises:
+            LockingError: the lock was released, or its session is lost (not retriable).
+        """
         if self.lock is not None:
             self.lock.check()
+
+    def confirm_ownership(self, what: str) -> None:
+        """Before a metadata write (recovery, start, complete, truncation): return once ownership is
+        confirmed. With a ZooKeeper lock whose connection is suspended, this waits for the reconnection
+        in the lock's session (a WARNING naming ``what`` after a second), at most until the session
+        times out; other locks are only checked. Waiting rather than failing keeps a roll during a
+        short ZooKeeper blip from putting the writer into an error state (its ledger already closed,
+        its segment not yet completed).
+
+        Raises:
+            LockingError: the lock was released, or its session is lost, before or during the wait
+            (not retriable).
+        """
+        lock = self.lock
+        if lock is None:
+            return
+        if isinstance(lock, _ConfirmableLock):
+            lock.confirm(what)
+        else:
+            lock.check()
 
     # --- recovery -------------------------------------------------------------------------
     def recover(self) -> int:
@@ -90,7 +145,7 @@ class WriteHandler:
         Raises:
             LockingError, UnexpectedError (unrecoverable corruption), DLError from the stores.
         """
-        self.check_ownership()
+        self.confirm_ownership(f"recovering log {self.name!r}")
         self._cleanup_allocation()
         last_txid = -1
         for seg in self.meta.segments():
@@ -136,36 +191,59 @@ class WriteHandler:
     def start_segment(self, txid: int, *, for_eos: bool = False) -> tuple[LogSegmentMetadata, LedgerWriter]:
         """Start a new in-progress segment with first txid ``txid``; returns it and its ledger.
 
+        Waits for ownership to be confirmed first (:meth:`confirm_ownership`: for the reconnection
+        while the connection to ZooKeeper is suspended). If the connection fails under one of its
+        metadata writes (outcome unknown), it waits for the reconnection, looks whether the segment
+        was started, and if it was not, starts over (up to :data:`METADATA_ATTEMPTS` attempts).
+
         Raises:
-            TransactionIdOutOfOrderError, EndOfStreamError, IllegalStateError, LockingError,
-            MetadataVersionError (lost a race: another writer), DLError from the stores.
+            TransactionIdOutOfOrderError, EndOfStreamError, IllegalStateError, LockingError (the
+            lock is lost: not retriable), MetadataVersionError (lost a race: another writer),
+            MetadataConnectionError (ZooKeeper failed under every attempt), DLError from the stores.
         """
-        self.check_ownership()
+        what = f"starting a log segment of {self.name!r}"
+        attempt = 0
+        while True:
+            attempt += 1
+            self.confirm_ownership(what)
+            try:
+                return self._try_start_segment(txid, for_eos, what)
+            except _NotAppliedError as e:
+                if attempt >= METADATA_ATTEMPTS:
+                    raise e.error from None
+                log.info("%s: the connection to ZooKeeper failed under it (%s); starting over", what, e.error)
+
+    def _try_start_segment(self, txid: int, for_eos: bool, what: str) -> tuple[LogSegmentMetadata, LedgerWriter]:
+        """One attempt of :meth:`start_segment`. Raises :class:`_NotAppliedError` when the connection to
+        ZooKeeper failed and nothing of the attempt is left behind (another attempt may follow)."""
         if txid < 0 or (txid == MAX_TXID and not for_eos):
             raise TransactionIdOutOfOrderError(f"invalid transaction id {txid}", txid=txid)
-        max_txid = self.meta.max_txid()
-        if txid < max_txid.value:
-            if max_txid.value == MAX_TXID:
-                raise EndOfStreamError(f"log {self.name!r} was marked end of stream: no more writes")
-            raise TransactionIdOutOfOrderError(
-                f"transaction id {txid} is below the log's last transaction id {max_txid.value}",
-                txid=txid,
-                last_txid=max_txid.value,
-            )
-        max_lssn = self.meta.max_lssn()
-        segments = self.meta.segments()
-        if any(s.in_progress for s in segments):
-            raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
-        nxt = self._next_lssn(segments)
-        if (segments or max_lssn.value != 0) and max_lssn.value + 1 != nxt:
-            raise IllegalStateError(
-                f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
-            )
-        alloc = self.meta.allocation()
-        # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
-        # that recovery (_cleanup_allocation) does not know about
-        ledger_id = self.segstore.allocate_ledger_id()
-        alloc_version = self.meta.set_allocation(ledger_id, alloc.version)
+        try:
+            max_txid = self.meta.max_txid()
+            if txid < max_txid.value:
+                if max_txid.value == MAX_TXID:
+                    raise EndOfStreamError(f"log {self.name!r} was marked end of stream: no more writes")
+                raise TransactionIdOutOfOrderError(
+                    f"transaction id {txid} is below the log's last transaction id {max_txid.value}",
+                    txid=txid,
+                    last_txid=max_txid.value,
+                )
+            max_lssn = self.meta.max_lssn()
+            segments = self.meta.segments()
+            if any(s.in_progress for s in segments):
+                raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
+            nxt = self._next_lssn(segments)
+            if (segments or max_lssn.value != 0) and max_lssn.value + 1 != nxt:
+                raise IllegalStateError(
+                    f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
+                )
+            alloc = self.meta.allocation()
+            # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
+            # that recovery (_cleanup_allocation) does not know about
+            ledger_id = self.segstore.allocate_ledger_id()
+            alloc_version = self.meta.set_allocation(ledger_id, alloc.version)
+        except MetadataConnectionError as e:
+            raise _NotAppliedError(e) from e  # no ledger made yet; a later attempt overwrites /allocation
         ledger = self.segstore.create_ledger(ledger_id)
         try:
             seg = LogSegmentMetadata.new_inprogress(
@@ -177,11 +255,34 @@ class WriteHandler:
                 region_id=0,
             )
             self.meta.start_segment(seg, max_lssn, max_txid, alloc_version)
+        except MetadataConnectionError as e:
+            return self._settle_start(seg, ledger, e, what)
         except BaseException:
             ledger.abort()
             self.segstore.delete_ledger(ledger.ledger_id)
             raise
         return seg, ledger
+
+    def _settle_start(
+        self, seg: LogSegmentMetadata, ledger: LedgerWriter, error: MetadataConnectionError, what: str
+    ) -> tuple[LogSegmentMetadata, LedgerWriter]:
+        """The start's transaction may or may not have been applied: once reconnected in the lock's
+        session, look. Applied: the segment and its ledger are ours. Not applied: delete the ledger
+        and raise :class:`_NotAppliedError`."""
+        try:
+            self.confirm_ownership(what)
+            applied = any(
+                s.in_progress and s.lssn == seg.lssn and s.ledger_id == seg.ledger_id for s in self.meta.segments()
+            )
+        except BaseException:
+            ledger.abort()  # the next owner's recovery settles it (the in-progress segment, or /allocation)
+            raise
+        if applied:
+            log.info("%s: done, although the connection to ZooKeeper failed under it", what)
+            return seg, ledger
+        ledger.abort()
+        self.segstore.delete_ledger(ledger.ledger_id)
+        raise _NotAppliedError(error)
 
     def _next_lssn(self, segments: list[LogSegmentMetadata]) -> int:
         desc = sorted(segments, key=LogSegmentMetadata.sort_key, reverse=True)
@@ -194,11 +295,34 @@ class WriteHandler:
     def complete_segment(self, seg: LogSegmentMetadata, last_txid: int, count: int, last_dlsn: DLSN) -> None:
         """Complete an in-progress segment written by this handler.
 
+        Waits for ownership to be confirmed first (:meth:`confirm_ownership`: for the reconnection
+        while the connection to ZooKeeper is suspended). If the connection fails under the
+        completing transaction (outcome unknown), it waits for the reconnection, looks whether the
+        segment was completed, and if not tries again (up to :data:`METADATA_ATTEMPTS` attempts).
+
         Raises:
-            LockingError, MetadataError.
+            LockingError (the lock is lost: not retriable), MetadataConnectionError (ZooKeeper
+            failed under every attempt), MetadataError.
         """
-        self.check_ownership()
-        self._complete(seg, last_txid, count, last_dlsn)
+        what = f"completing log segment {seg.lssn} of {self.name!r}"
+        attempt = 0
+        while True:
+            attempt += 1
+            self.confirm_ownership(what)
+            try:
+                self._complete(seg, last_txid, count, last_dlsn)
+                break
+            except MetadataConnectionError as e:
+                self.confirm_ownership(what)
+                if any(
+                    not s.in_progress and s.lssn == seg.lssn and s.ledger_id == seg.ledger_id
+                    for s in self.meta.segments()
+                ):
+                    log.info("%s: done, although the connection to ZooKeeper failed under it", what)
+                    break
+                if attempt >= METADATA_ATTEMPTS:
+                    raise
+                log.info("%s: the connection to ZooKeeper failed under it (%s); trying again", what, e)
         self.last_rollover_ms = now_ms()
 
     def _complete(self, seg: LogSegmentMetadata, last_txid: int, count: int, last_dlsn: DLSN) -> LogSegmentMetadata:

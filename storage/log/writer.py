@@ -8,6 +8,18 @@ control record follows them (``flush()``, ``enableImmediateFlush``,
 ``periodicFlushFrequencyMilliSeconds``). Segments roll by time (``logSegmentRollingMinutes``
 > 0) or else by size (``maxLogSegmentBytes``).
 
+Ownership and ZooKeeper (as DistributedLog's writers, which keep writing to BookKeeper while
+ZooKeeper is briefly away): a connection to ZooKeeper that is down for less than the session
+timeout costs a writer nothing. Writes, flushes and the periodic and immediate commits go on and
+are acknowledged; a roll, a truncation and ``close`` (which complete or start a segment in
+ZooKeeper) wait for the reconnection, at most until the session times out, rather than fail (a
+failed roll would leave the writer in error: its ledger closed, its segment not completed). Only
+the session's end (expired, a new session, disconnected past the session timeout) or a fence ends
+the writer's ownership: then writes raise ``LockingError`` (not retriable) or
+``WriterFencedError``. That is safe because a writer that takes the log over fences the in-progress
+ledger during its recovery: no append of the old writer succeeds after the fence, and everything it
+acknowledged before is part of the recovered segment.
+
 Deliberate differences from the reference, for safety:
 
 * transaction ids must be non-decreasing across the whole log, also within a segment (the
@@ -41,10 +53,18 @@ from storage.errors import (
 )
 from storage.formats.dlsn import DLSN
 from storage.formats.entry import codec_from_name
-from storage.formats.record import CONTROL, END_OF_STREAM, MAX_LOGRECORD_SIZE, MAX_TXID, RECORD_HEADER_SIZE, LogRecord
+from storage.formats.record import (
+    CONTROL,
+    END_OF_STREAM,
+    MAX_LOGRECORD_SIZE,
+    MAX_TXID,
+    RECORD_HEADER_SIZE,
+    RECORD_SET,
+    LogRecord,
+)
 from storage.log import retention
 from storage.log.limits import WriteLimiter, WriteLimits
-from storage.log.segment_writer import SegmentWriter
+from storage.log.segment_writer import SegmentWriter, record_set_slots
 from storage.log.write_handler import WriteHandler, now_ms
 
 log = logging.getLogger(__name__)
@@ -144,7 +164,9 @@ class AsyncLogWriter:
 
     def ownership_held(self) -> bool:
         """False once the log's write lock is lost (session expired, released) or this writer was fenced or closed:
-        nothing written from then on can be acknowledged. True without a lock (``writeLockEnabled=false``)."""
+        nothing written from then on can be acknowledged. True without a lock (``writeLockEnabled=false``), and
+        True while the connection to ZooKeeper is down for less than the session timeout (the writer keeps
+        writing then; see the module docstring)."""
         if self._closed or self._fenced is not None:
             return False
         lock = self._h.lock
@@ -155,16 +177,17 @@ class AsyncLogWriter:
 
         Errors are raised at once for bad input and state (``TransactionIdOutOfOrderError``,
         ``LogRecordTooLongError``, ``EndOfStreamError``, ``AlreadyClosedError``,
-        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``) and for a write over a
+        ``WriterFencedError``, ``LockingError``, ``InvalidArgumentError``, also for a record with
+        the RECORD_SET flag whose payload is not a well-formed record set) and for a write over a
         hard rate limit or the outstanding-write limit (``OverCapacityError``: nothing of it was
         buffered); the future fails with ``WriterFencedError``/``TransmitError``/
         ``WriteCancelledError`` if the append does.
         """
         with self._lock:
-            self._check_record(record)
+            members = self._check_record(record)
             if self.outstanding is not None or self.limiter is not None:
-                return self._write_counted([record])[0]
-            fut = self._segment_for(record.txid).write(record)
+                return self._write_counted([record], [members])[0]
+            fut = self._segment_for(record.txid).write(record, members)
             self._last_txid = record.txid
             return fut
 
@@ -175,10 +198,11 @@ class AsyncLogWriter:
         recs = list(records)
         with self._lock:
             last = self._last_txid
+            members = []
             for r in recs:  # validate everything first: nothing half-written on bad input
-                self._check_record(r, last_txid=last)
+                members.append(self._check_record(r, last_txid=last))
                 last = r.txid
-            return self._write_counted(recs)
+            return self._write_counted(recs, members)
 
     def write_marked(self, marker: bytes, records: Iterable[LogRecord]) -> list[Future[DLSN]]:
         """Write ``records`` (at least one) in ONE entry, right after a control record holding ``marker``: the
@@ -195,8 +219,9 @@ class AsyncLogWriter:
             raise InvalidArgumentError("write_marked needs a bytes marker and at least one record")
         with self._lock:
             last = self._last_txid
+            members = []
             for r in recs:
-                self._check_record(r, last_txid=last)
+                members.append(self._check_record(r, last_txid=last))
                 last = r.txid
             counter = self.outstanding
             if counter is not None:
@@ -205,7 +230,7 @@ class AsyncLogWriter:
                 if self.limiter is not None:
                     self.limiter.acquire(len(recs), sum(len(r.payload) for r in recs))
                 seg = self._segment_for(recs[0].txid)
-                futs = seg.write_group(LogRecord(recs[0].txid, marker, flags=CONTROL), recs)
+                futs = seg.write_group(LogRecord(recs[0].txid, marker, flags=CONTROL), recs, members)
             except BaseException:
                 if counter is not None:
                     counter.release(len(recs))
@@ -213,9 +238,10 @@ class AsyncLogWriter:
             self._last_txid = recs[-1].txid
             return futs
 
-    def _write_counted(self, recs: list[LogRecord]) -> list[Future[DLSN]]:
-        """Admit ``recs`` (checked) against the outstanding-write and rate limits, all or none,
-        then buffer them (``_lock`` held). Raises OverCapacityError with nothing taken."""
+    def _write_counted(self, recs: list[LogRecord], members: list[int]) -> list[Future[DLSN]]:
+        """Admit ``recs`` (checked; ``members``: the slots of each, from :meth:`_check_record`) against the
+        outstanding-write and rate limits, all or none, then buffer them (``_lock`` held). Raises
+        OverCapacityError with nothing taken."""
         counter = self.outstanding
         if counter is not None:
             counter.acquire(len(recs))  # all or none (OverCapacityError)
@@ -224,8 +250,8 @@ class AsyncLogWriter:
             if self.limiter is not None and recs:
                 self.limiter.acquire(len(recs), sum(len(r.payload) for r in recs))
             out = []
-            for r in recs:
-                out.append(self._segment_for(r.txid).write(r))
+            for r, n in zip(recs, members, strict=True):
+                out.append(self._segment_for(r.txid).write(r, n))
                 self._last_txid = r.txid
                 written += 1
             return out
@@ -249,12 +275,15 @@ class AsyncLogWriter:
                 self.stats.flush_latency.observe(time.perf_counter() - t0)
 
     def truncate(self, dlsn: DLSN) -> Future[bool]:
-        """Mark everything before ``dlsn`` truncated (spec §6.8). The future fails with
-        ``InvalidArgumentError``/``IllegalStateError``/``LockingError``/``MetadataError``."""
+        """Mark everything before ``dlsn`` truncated (spec §6.8). While the connection to ZooKeeper is
+        down (less than the session timeout), waits for it first. The future fails with
+        ``InvalidArgumentError``/``IllegalStateError``/``LockingError`` (the lock is lost)/
+        ``MetadataConnectionError`` (retriable: the connection failed under the truncation, which may or
+        may not have been applied; the writer is unaffected and truncating again is safe)/``MetadataError``."""
         try:
             with self._lock:
                 self._check_open()
-                self._h.check_ownership()
+                self._h.confirm_ownership(f"truncating log {self._h.name!r}")
                 return _done(retention.truncate(self._h.meta, dlsn))
         except DLError as e:
             return _done(exc=e)
@@ -286,8 +315,9 @@ class AsyncLogWriter:
             return fut.result()
 
     def close(self) -> None:
-        """Commit what is buffered, complete the segment and release ownership. Errors
-        (e.g. the writer was fenced) are logged, not raised: the next owner recovers."""
+        """Commit what is buffered, complete the segment and release ownership (while the connection to
+        ZooKeeper is down, completing waits for it, at most until the session times out). Errors
+        (e.g. the writer was fenced, the lock lost) are logged, not raised: the next owner recovers."""
         with self._lock:
             if self._closed:
                 return
@@ -337,8 +367,9 @@ class AsyncLogWriter:
         if self._fenced is not None:
             raise WriterFencedError(f"writer of {self._h.name!r} was fenced: {self._fenced}")
 
-    def _check_record(self, record: object, *, last_txid: int | None = None) -> None:
-        # Runs once per record: the common case is a few attribute reads and comparisons.
+    def _check_record(self, record: object, *, last_txid: int | None = None) -> int:
+        # Runs once per record: the common case is a few attribute reads and comparisons. Returns the
+        # slots the record occupies (a record set's whole payload is checked: InvalidArgumentError).
         if self._closed or self._fenced is not None:
             self._check_open()
         if self._stream_ended:
@@ -363,7 +394,8 @@ class AsyncLogWriter:
             raise LogRecordTooLongError(
                 f"record of {record.persistent_size} bytes exceeds MAX_LOGRECORD_SIZE {MAX_LOGRECORD_SIZE}"
             )
-        self._h.check_ownership()  # LockingError: lost, or (retriable) unconfirmable while disconnected
+        self._h.check_ownership()  # LockingError once lost; a short ZooKeeper disconnect is no loss
+        return record_set_slots(record.payload) if record.flags & RECORD_SET else 1
 
     def _segment_for(self, txid: int) -> SegmentWriter:
         seg = self._seg
@@ -443,6 +475,8 @@ class AsyncLogWriter:
     def _complete_current(self) -> None:
         seg = self._seg
         assert seg is not None
+        # a roll (or close) needs ZooKeeper: wait for it before sealing the ledger (LockingError if lost)
+        self._h.confirm_ownership(f"completing log segment {seg.lssn} of {self._h.name!r}")
         self._flush_and_commit()
         seg.ledger.close()
         if seg.stream_ended:

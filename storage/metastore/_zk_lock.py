@@ -7,9 +7,18 @@ DistributedLog the lock is not re-entrant, not even within one session (the inte
 A held lock is lost when its session is: on kazoo's LOST state (session expired or closed), when the
 client comes back with another session id, or when the connection has been down for longer than the
 session timeout (the server must have expired the session by then; the request timeout is the one
-asked for, so a server that negotiated a longer one makes this conservative). A merely SUSPENDED
-connection keeps the lock: it may come back with the session, and the ephemeral member, intact;
-fencing of the old owner's segment is what prevents a split brain in that window.
+asked for, so a server that negotiated a longer one makes this conservative).
+
+A merely SUSPENDED connection (down for less than the session timeout) keeps the lock, as in
+DistributedLog, whose writers keep writing to BookKeeper while ZooKeeper is briefly away: it may come
+back with the session, and the ephemeral member, intact. :meth:`ZooKeeperLock.is_held` stays True and
+:meth:`ZooKeeperLock.check` (called before every write) does not raise then, so data appends and their
+acknowledgements go on. What keeps a stale owner out in that window is the segment store's fencing,
+not the lock: if the server did expire the session and another writer took the lock over, that
+writer's recovery fenced our in-progress ledger before it wrote anything, so none of our appends can
+succeed (or be acknowledged) after it, and everything acknowledged before it is recovered. Metadata
+writes that need ZooKeeper (a segment roll, a truncation) first wait for the reconnection with
+:meth:`ZooKeeperLock.confirm` (bounded by the session timeout).
 
 A create whose reply was lost (outcome unknown) is followed by a look among the lock's children for
 our member; members of failed attempts and released locks that ZooKeeper could not be told about are
@@ -37,6 +46,7 @@ from storage.metastore._zk_errors import Failure, RunStore
 from storage.metastore.base import OwnershipLock
 
 __all__ = [
+    "CONFIRM_NOTICE_S",
     "LOCK_RECHECK_S",
     "LockMembers",
     "LockOwner",
@@ -54,6 +64,8 @@ R = TypeVar("R")
 
 #: Longest a lock waiter sleeps between two looks at the lock members (a watch usually wakes it sooner).
 LOCK_RECHECK_S = 2.0
+#: A wait of :meth:`ZooKeeperLock.confirm` for the reconnection says what waits once it has lasted this long.
+CONFIRM_NOTICE_S = 1.0
 #: Java's ``Integer.MAX_VALUE``: the member id of a lock child whose name does not parse.
 _UNPARSEABLE_MEMBER = 2**31 - 1
 
@@ -99,6 +111,8 @@ class LockOwner(Protocol):
     def _suspended_since(self) -> float | None: ...
 
     def _session_alive(self, session_id: int) -> bool: ...
+
+    def _await_session(self, session_id: int, timeout_s: float) -> bool: ...
 
     def _drop_lock(self, lk: ZooKeeperLock, *, delete: bool) -> None: ...
 
@@ -163,7 +177,9 @@ class ZooKeeperLock(OwnershipLock):
         return self._session_id
 
     def is_held(self) -> bool:
-        """True until released, or until the session it was taken in is lost."""
+        """True until released, or until the session it was taken in is lost (kazoo's LOST, another
+        session id, or disconnected for longer than the session timeout). Stays True while the
+        connection is merely suspended for less than the session timeout."""
         if self._released or self._lost:
             return False
         if not self._store._session_alive(self._session_id):
@@ -172,12 +188,18 @@ class ZooKeeperLock(OwnershipLock):
         return True
 
     def check(self) -> None:
-        """Raise ``LockingError`` if the lock was lost, and a *retriable* ``LockingError`` while
-        the connection to ZooKeeper is down: ownership cannot be confirmed then, so a writer
-        acknowledges nothing new until the session is back (or known to be gone).
+        """Raise ``LockingError`` (not retriable) if the lock was lost; return otherwise.
+
+        A connection to ZooKeeper that is down for less than the session timeout (SUSPENDED) does
+        not count: the session, and with it the lock, may well be intact, so writes go on (see the
+        module docstring: the segment store's fencing keeps a stale owner out). Once the session is
+        lost (LOST, a new session id, or disconnected past the session timeout) this raises.
 
         Called before every write, so the common case reads the connection listener's state
         without taking a lock (single attribute reads are atomic in CPython).
+
+        Raises:
+            LockingError: released, or the session it was taken in is lost (``retriable`` False).
         """
         store = self._store
         if (
@@ -190,10 +212,50 @@ class ZooKeeperLock(OwnershipLock):
             return
         if not self.is_held():
             raise LockingError(f"lost ownership of lock {self._path} (ZooKeeper session {self._session_id:#x})")
-        raise LockingError(
-            f"connection to ZooKeeper lost: ownership of {self._path} cannot be confirmed; retry once reconnected",
-            retriable=True,
-        )
+
+    def confirm(self, what: str) -> None:
+        """Return once ownership is confirmed: the store is connected in the lock's session (at once
+        in the common case). While the connection is suspended, wait for the reconnection, for no
+        longer than the session timeout (past it the lock counts as lost). For the metadata writes
+        that need ZooKeeper (a segment roll, a truncation): they then run in a session known to be
+        the lock's. ``what`` names the waiting operation in the WARNING logged once the wait has
+        lasted :data:`CONFIRM_NOTICE_S` (and in the INFO line when it ends).
+
+        Raises:
+            LockingError: the lock was released or lost, before or during the wait (``retriable`` False).
+        """
+        store = self._store
+        if (
+            not self._released
+            and not self._lost
+            and not store._closed
+            and store._session_id == self._session_id
+            and store._suspended_since is None
+        ):
+            return
+        started = time.monotonic()
+        noticed = False
+        while True:
+            if not self.is_held():
+                if noticed:
+                    log.warning("%s: gave up waiting for ZooKeeper, ownership of lock %s is lost", what, self._path)
+                raise LockingError(f"lost ownership of lock {self._path} (ZooKeeper session {self._session_id:#x})")
+            waited = time.monotonic() - started
+            if not noticed and waited >= CONFIRM_NOTICE_S:
+                noticed = True
+                log.warning(
+                    "%s waits for the connection to ZooKeeper to come back (%.1f s so far; the lock %s is lost "
+                    "if session %#x times out)",
+                    what,
+                    waited,
+                    self._path,
+                    self._session_id,
+                )
+            step = 0.25 if noticed else max(0.01, min(0.25, CONFIRM_NOTICE_S - waited))
+            if store._await_session(self._session_id, step):
+                if noticed:
+                    log.info("%s goes on: ZooKeeper is back after %.1f s", what, time.monotonic() - started)
+                return
 
     def release(self) -> None:
         """Delete the member node (queued for after a reconnect if ZooKeeper is unreachable now).

@@ -29,8 +29,12 @@ retry could report NODEEXISTS or BADVERSION for its own earlier success). The ka
 reconnects forever in the background, with a short backoff.
 
 Locks follow DistributedLog's ``ZKSessionLock`` (member nodes, and when a held lock counts as lost:
-:mod:`storage.metastore._zk_lock`). Watches are raw ZooKeeper watches, re-armed and called once after
-every reconnect, on one worker thread per store (:mod:`storage.metastore._zk_watches`).
+:mod:`storage.metastore._zk_lock`). A connection down for less than the session timeout (kazoo's
+SUSPENDED) does not lose a lock: a held lock's ``check()`` passes and ``is_held()`` stays True, so
+writers go on appending (the segment store's fencing keeps a stale owner out); only the session's
+end (LOST, another session id, or disconnected past the session timeout) loses it. Watches are raw
+ZooKeeper watches, re-armed and called once after every reconnect, on one worker thread per store
+(:mod:`storage.metastore._zk_watches`).
 
 Not fork-safe: a forked child must open its own store.
 """
@@ -587,6 +591,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         if current != session_id:
             return False
         return since is None or time.monotonic() - since <= self._session_timeout_s
+
+    def _await_session(self, session_id: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until the client is connected in session ``session_id``: True then;
+        False after the timeout, or at once when that session is known to be gone (LOST, another
+        session) or the store is closed. Woken by every connection state change."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                if self._closed or self._session_id != session_id:
+                    return False
+                if self._suspended_since is None:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
 
     def _current_session(self) -> int:
         cid = self._client.client_id

@@ -40,6 +40,7 @@ class Producer:
 def start_producer(
     name: str, history: Path, streams: Sequence[str], *, uri: str | None = None, proxies: Sequence[str] = (),
     count: int = 0, rate: float = 0.0, stop_file: Path | None = None, timeout_s: float = 60.0,
+    payload_bytes: int = 0, extra: Sequence[str] = (),
 ) -> Producer:  # fmt: skip
     """Start ``python -m tests.proxy._producer`` (through the proxies of ``uri``, or the listed ``proxies``)."""
     cmd = [sys.executable, "-m", "tests.proxy._producer", "--name", name, "--history", str(history),
@@ -48,6 +49,9 @@ def start_producer(
     cmd += ["--uri", uri] if uri else ["--proxies", ",".join(proxies)]
     if stop_file is not None:
         cmd += ["--stop-file", str(stop_file)]
+    if payload_bytes:
+        cmd += ["--payload-bytes", str(payload_bytes)]
+    cmd += list(extra)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return Producer(name, proc)
 

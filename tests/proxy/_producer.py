@@ -8,7 +8,9 @@ the write proxies (one :class:`dl_proxy.ProxyClient`) and records every write in
 
 Stops after ``--count`` records, or when ``--stop-file`` exists, or on SIGTERM; then flushes, closes and prints one
 JSON line: {"name", "written", "acked", "failed", "unknown", "longest_stall_s", "seconds"}; exit 0. The longest stall
-is the longest time the producer had a write outstanding and saw no acknowledgement.
+is the longest time the producer had a write outstanding and saw no acknowledgement. A failed write is recorded as
+``info`` (outcome unknown) or ``fail`` (definitive) by its error's ``outcome_unknown``: the checker's
+``failed_visible`` then holds every definitive failure against the log.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dl_proxy import ProxyClient, WriteTimeoutError  # noqa: E402
+from dl_proxy import ProxyClient  # noqa: E402
+from storage.errors import DLError  # noqa: E402
 from storage.formats.dlsn import DLSN  # noqa: E402
 from tools.history import HistoryRecorder  # noqa: E402
 
@@ -72,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--payload-bytes", type=int, default=0, help="pad values to this size")
     ap.add_argument("--tls-ca", help="PEM file of the CA the proxies' certificates are signed by (TLS)")
     ap.add_argument("--token-file", help="file holding the proxies' auth token")
+    ap.add_argument("--batch-records", type=int, default=1000, help="the client's batch_max_records")
+    ap.add_argument("--max-inflight", type=int, default=4, help="the client's max_inflight")
+    ap.add_argument("--linger", type=float, default=0.002, help="the client's linger_s")
+    ap.add_argument("--request-timeout", type=float, default=5.0, help="the client's request_timeout_s")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format=f"{args.name}: %(levelname)s %(name)s: %(message)s")
 
@@ -82,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = _Stats()
     token = Path(args.token_file).read_text().strip() if args.token_file else None
     security: dict[str, Any] = {"token": token, "tls": bool(args.tls_ca), "tls_ca": args.tls_ca}
+    security.update(batch_max_records=args.batch_records, max_inflight=args.max_inflight, linger_s=args.linger,
+                    request_timeout_s=args.request_timeout)  # fmt: skip
     if args.uri:
         client = ProxyClient(uri=args.uri, timeout_s=args.timeout, **security)
     else:
@@ -90,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     def on_done(op: int, fut: Future[DLSN]) -> None:
         try:
             dlsn = fut.result()
-        except WriteTimeoutError as e:
-            rec.info(op, error=e)
-            stats.done("unknown")
+        except DLError as e:  # outcome unknown: may be stored (once); else definitive: never in the log
+            if e.outcome_unknown:
+                rec.info(op, error=e)
+                stats.done("unknown")
+            else:
+                rec.fail(op, error=e)
+                stats.done("failed")
         except Exception as e:
             rec.fail(op, error=e)
             stats.done("failed")
@@ -112,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         stream = streams[i % len(streams)]
         value = f"{args.name}-{i}"
         payload = value.encode().ljust(args.payload_bytes, b".") if args.payload_bytes else value.encode()
-        rec.invoke(i, "write", value, log=stream, producer=args.name, seq=i)
+        rec.invoke(i, "write", payload.decode(), log=stream, producer=args.name, seq=i)
         stats.sent()
         fut = client.write(stream, payload)
         fut.add_done_callback(functools.partial(on_done, i))

@@ -84,22 +84,32 @@ def test_found_redirects_to_the_owner_and_is_remembered(zk_uri: str, proxy_proce
     assert [r.payload for r in read_all(zk_uri, "redirected")] == [b"r0", b"r1"]
 
 
-def test_a_resend_with_the_same_producer_id_and_sequence_is_not_stored_again(
+def test_a_reused_producer_id_fences_the_earlier_client_and_stores_its_own_records(
     zk_uri: str, proxy_process: StartProxy
 ) -> None:
+    """A second client with the producer id of a first one (a restarted service with a configured id) writes OTHER
+    records: they are stored, and every acknowledged DLSN holds the record written; the first client, still
+    open, is fenced on that stream (ProducerFencedError naming the newer epoch, definitive: not stored)."""
     _, a = proxy_process(zk_uri)
-    payloads = [f"j-{i}".encode() for i in range(20)]
-    with ProxyClient(proxies=[a], producer_id="journal-1", create_if_missing=True, batch_max_records=7) as first:
-        original = results(first.write_bulk("journal", payloads))
-    # a new client with the same producer id replays the journal from sequence 0: every record is a duplicate
-    # (its record set of 20 does not line up with the sets of 7 stored: RECORD_SET_SPLIT, resent record by record)
-    with ProxyClient(proxies=[a], producer_id="journal-1") as again:
-        replayed = results(again.write_bulk("journal", payloads))
-        extra = again.write("journal", b"j-20").result(timeout=60)
-    assert replayed == original
-    got = read_all(zk_uri, "journal")
-    assert [r.payload for r in got] == [*payloads, b"j-20"]
-    assert got[-1].dlsn == extra
+    first_payloads = [f"first-{i}".encode() for i in range(10)]
+    second_payloads = [f"second-{i}".encode() for i in range(10)]
+    first = ProxyClient(proxies=[a], producer_id="service-1", create_if_missing=True, batch_max_records=3)
+    with first:
+        original = results(first.write_bulk("reused", first_payloads))
+        with ProxyClient(proxies=[a], producer_id="service-1", batch_max_records=4) as second:
+            mine = results(second.write_bulk("reused", second_payloads))
+        assert set(mine).isdisjoint(original)
+        with pytest.raises(errors.ProducerFencedError) as fenced:
+            first.write("reused", b"zombie").result(timeout=60)
+        assert fenced.value.epoch == 1 and fenced.value.outcome_unknown is False
+        assert fenced.value.retriable is False
+        with pytest.raises(errors.ProducerFencedError):  # every later write to the stream fails at once
+            first.write("reused", b"zombie-2")
+    got = read_all(zk_uri, "reused")
+    assert [r.payload for r in got] == [*first_payloads, *second_payloads]
+    by_dlsn = {r.dlsn: r.payload for r in got}
+    assert [by_dlsn[d] for d in original] == first_payloads
+    assert [by_dlsn[d] for d in mine] == second_payloads
 
 
 def test_lost_reply_after_the_durable_append_gives_the_original_dlsn(zk_uri: str, proxy_process: StartProxy) -> None:
@@ -118,14 +128,37 @@ def test_lost_reply_after_the_durable_append_gives_the_original_dlsn(zk_uri: str
     assert [r.dlsn for r in got] == [dlsn, after]
 
 
-def test_a_write_nobody_answers_times_out_with_an_unknown_outcome() -> None:
+def test_a_write_no_proxy_can_take_fails_definitively() -> None:
+    """Nothing listens: the record never left the client, so its failure is definitive (not stored)."""
     with ProxyClient(proxies=[f"127.0.0.1:{free_port()}"], timeout_s=1.0) as client:
         fut = client.write("nowhere", b"x")
-        with pytest.raises(WriteTimeoutError) as info:
+        with pytest.raises(errors.NoProxyReachableError) as info:
             fut.result(timeout=30)
-    assert info.value.retriable is True
-    assert "outcome is unknown" in str(info.value)
-    assert "nowhere" in str(info.value)
+    assert info.value.retriable is True and info.value.outcome_unknown is False
+    assert "no write proxy reachable" in str(info.value) and "nowhere" in str(info.value)
+
+
+def test_a_write_a_frozen_proxy_never_answers_times_out_with_an_unknown_outcome(
+    zk_uri: str, proxy_process: StartProxy
+) -> None:
+    """The proxy takes the request and never answers (SIGSTOP): the outcome is unknown at the delivery timeout;
+    once the proxy runs again, the client has stopped sending the record and the next write goes on."""
+    proc, a = proxy_process(zk_uri)
+    with ProxyClient(proxies=[a], create_if_missing=True, timeout_s=2.0, request_timeout_s=1.0) as client:
+        results([client.write("frozen", b"before")])
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            fut = client.write("frozen", b"x")
+            with pytest.raises(WriteTimeoutError) as info:
+                fut.result(timeout=30)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        after = client.write("frozen", b"after").result(timeout=60)
+    assert info.value.retriable is True and info.value.outcome_unknown is True
+    assert "outcome is unknown" in str(info.value) and "frozen" in str(info.value)
+    got = read_all(zk_uri, "frozen")
+    assert [r.payload for r in got if r.payload != b"x"] == [b"before", b"after"]
+    assert got[-1].dlsn == after
 
 
 def test_definitive_errors_and_bad_input(zk_uri: str, proxy_process: StartProxy) -> None:
@@ -165,16 +198,16 @@ def test_a_drained_proxy_hands_its_streams_over(zk_uri: str, proxy_process: Star
     assert [r.dlsn for r in got] == before + after
 
 
-def test_a_forgotten_producer_moves_to_a_new_generation(zk_uri: str, proxy_process: StartProxy) -> None:
-    """The proxy forgets a producer idle past proxyProducerExpirySeconds and then wants sequence 0: the client
-    moves the stream to producer id ``<id>.1`` from 0 (nothing of the old id is in flight) and goes on; every
-    record is stored once, in order."""
+def test_a_forgotten_producer_starts_a_new_epoch(zk_uri: str, proxy_process: StartProxy) -> None:
+    """The proxy forgets a producer idle past proxyProducerExpirySeconds: the client's next request is answered
+    PRODUCER_STATE_LOST; that batch was never sent before, so it is certainly not stored: the client starts a new
+    epoch and sends it again renumbered; every record is stored once, in order."""
     _, a = proxy_process(zk_uri, conf={"proxyProducerExpirySeconds": 1})
     with ProxyClient(proxies=[a], producer_id="idle", create_if_missing=True) as client:
         first = results(client.write_bulk("idle-stream", [b"i0", b"i1", b"i2"]))
         time.sleep(2.5)  # idle past the proxy's expiry (the condition under test, not a timing assertion)
         later = results(client.write_bulk("idle-stream", [b"i3", b"i4"]))
-        assert client._streams["idle-stream"].producer_id == "idle.1"
+        assert client._streams["idle-stream"].reinits == 1
     got = read_all(zk_uri, "idle-stream")
     assert [r.payload for r in got] == [b"i0", b"i1", b"i2", b"i3", b"i4"]
     assert [r.dlsn for r in got] == first + later

@@ -136,7 +136,13 @@ def test_dispositions() -> None:
     assert disposition(pb.SERVICE_UNAVAILABLE) is Disposition.REROUTE
     assert disposition(pb.TOO_MANY_STREAMS) is Disposition.REROUTE
     assert disposition(pb.OVER_CAPACITY) is Disposition.RETRY
-    assert disposition(pb.BK_TRANSMIT_ERROR) is Disposition.RETRY
+    assert disposition(pb.STREAM_NOT_READY) is Disposition.RETRY
+    # a failed or closed stream re-routes, as DistributedLog's client does: the owner may change
+    for code in (pb.BK_TRANSMIT_ERROR, pb.WRITE_EXCEPTION, pb.FLUSH_TIMEOUT, pb.ZOOKEEPER_ERROR, pb.LOCKING_EXCEPTION):
+        assert disposition(code) is Disposition.REROUTE, code
+    assert disposition(pb.PRODUCER_FENCED) is Disposition.FENCED
+    assert disposition(pb.PRODUCER_STATE_LOST) is Disposition.STATE_LOST
+    assert disposition(pb.SEQUENCE_MISMATCH) is Disposition.FAIL
     assert disposition(pb.LOG_NOT_FOUND) is Disposition.FAIL
     assert disposition(pb.REQUEST_DENIED) is Disposition.FAIL
     assert status_for(ValueError()) == pb.UNEXPECTED

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TypeVar
 
 import grpc
 import pytest
 
 import storage
-from dl_proxy.dedup import MAGIC, DedupTable
+from dl_proxy.dedup import MAGIC, DedupTable, Plan, Verdict
 from dl_proxy.proto import distributedlog_pb2 as pb
-from dl_proxy.stream import Stream
+from dl_proxy.stream import ProducerRequest, Stream
 from tests.proxy.conftest import StartProxy, stub
 
 T = 30
@@ -120,32 +121,81 @@ def test_lost_reply_retry_on_the_next_owner(
     assert [storage.DLSN.deserialize(w.dlsn) for w in retry.write_responses] == [recs[2].dlsn, recs[3].dlsn]
 
 
-def _table(window: int = 1000, expiry_ms: int = 60_000, interval: int = 1000) -> DedupTable:
-    return DedupTable(window=window, expiry_ms=expiry_ms, snapshot_interval=interval)
+def _table(window: int = 5, expiry_ms: int = 60_000, interval: int = 1000, max_producers: int = 100) -> DedupTable:
+    return DedupTable(window=window, expiry_ms=expiry_ms, snapshot_interval=interval, max_producers=max_producers)
 
 
-def test_window_and_expiry() -> None:
-    from concurrent.futures import Future
-
-    t = _table(window=3, expiry_ms=10_000)
+def _done(d: storage.DLSN) -> Future[storage.DLSN]:
     f: Future[storage.DLSN] = Future()
-    f.set_result(storage.DLSN(1, 5, 1))
-    for seq in range(6):
-        assert t.plan("p", seq, 1, 1000).error is None
-        t.stored("p", seq, 1, f, 1000, t.marker("p", seq, 1, 1000, 10_000))
-    plan = t.plan("p", 1, 1, 2000)  # older than the window: denied, not stored again
-    assert plan.duplicates == {1: None}
-    assert plan.duplicates.keys() == {1}
-    kept = t.plan("p", 4, 2, 2000).duplicates
-    assert set(kept) == {4, 5} and all(v is not None for v in kept.values())
-    gone = t.plan("p", 6, 1, 1000 + 10_001)  # idle longer than the expiry: unknown, must restart at 0
-    assert gone.error == "out_of_order" and gone.expected == 0
-    assert t.plan("p", 0, 1, 1000 + 10_001).error is None
+    f.set_result(d)
+    return f
+
+
+def _store(t: DedupTable, pid: str, epoch: int | None, inst: str, seq: int, n: int = 1, crc: int = 7,
+           now: int = 1000) -> Plan:  # fmt: skip
+    plan = t.plan(pid, epoch, inst, seq, n, crc, now)
+    assert plan.verdict is Verdict.STORE, plan
+    marker = t.marker(pid, plan, inst, seq, n, crc, now, 100_000)
+    t.stored(pid, plan, inst, seq, n, crc, _done(storage.DLSN(1, seq, 0)), now, marker)
+    return plan
+
+
+def test_epochs_fence_older_instances_definitively() -> None:
+    t = _table()
+    assert _store(t, "p", None, "a", 0, 2).epoch == 0  # a new producer: epoch 0
+    assert _store(t, "p", 0, "a", 2).epoch == 0
+    # a resend of instance a's first request without its epoch (the answer was lost): a duplicate, not a bump
+    again = t.plan("p", None, "a", 0, 2, 7, 1000)
+    assert again.verdict is Verdict.DUPLICATE and again.epoch == 0
+    # instance b with the same id: epoch 1, sequences from 0
+    assert t.plan("p", None, "b", 5, 1, 7, 1000).verdict is Verdict.MISMATCH  # a new instance starts at 0
+    assert _store(t, "p", None, "b", 0).epoch == 1
+    # a's new records: fenced, certainly not stored
+    new = t.plan("p", 0, "a", 3, 1, 7, 1000)
+    assert new.verdict is Verdict.FENCED and new.epoch == 1 and not new.outcome_unknown
+    # a's resend of what epoch 0 stored: not fenced as "not stored" (it is): state lost, naming the newer epoch
+    old = t.plan("p", 0, "a", 2, 1, 7, 1000)
+    assert old.verdict is Verdict.STATE_LOST and old.epoch == 1
+    # epochs older than those remembered: fenced, outcome unknown
+    for inst in "cdefg":
+        _store(t, "p", None, inst, 0)
+    ancient = t.plan("p", 0, "a", 3, 1, 7, 1000)
+    assert ancient.verdict is Verdict.FENCED and ancient.outcome_unknown
+    # an epoch this proxy never gave (its state was rebuilt from less than the client saw): fenced, outcome unknown
+    never = t.plan("p", 99, "z", 0, 1, 7, 1000)
+    assert never.verdict is Verdict.FENCED and never.outcome_unknown
+
+
+def test_a_resend_is_a_duplicate_only_when_it_is_the_same_request() -> None:
+    t = _table(window=3)
+    for seq in range(0, 12, 2):
+        _store(t, "p", None if seq == 0 else 0, "a", seq, 2, crc=100 + seq)
+    dup = t.plan("p", 0, "a", 8, 2, 108, 1000)
+    assert dup.verdict is Verdict.DUPLICATE and dup.original is not None
+    assert dup.original.result() == storage.DLSN(1, 8, 0)
+    assert t.plan("p", 0, "a", 8, 2, 999, 1000).verdict is Verdict.MISMATCH  # same sequences, other data
+    assert t.plan("p", 0, "a", 8, 3, 108, 1000).verdict is Verdict.MISMATCH  # other boundaries
+    assert t.plan("p", 0, "a", 9, 1, 108, 1000).verdict is Verdict.MISMATCH
+    assert t.plan("p", 0, "a", 0, 2, 100, 1000).verdict is Verdict.STATE_LOST  # older than the window of 3
+    ooo = t.plan("p", 0, "a", 14, 1, 1, 1000)
+    assert ooo.verdict is Verdict.OUT_OF_ORDER and ooo.expected == 12
+
+
+def test_expiry_and_eviction_forget_producers() -> None:
+    t = _table(expiry_ms=10_000, max_producers=3)
+    for i in range(5):
+        _store(t, f"p{i}", None, "a", 0, now=1000 + i)
+    assert len(t) == 3 and t.evicted == 2
+    assert t.plan("p0", 0, "a", 1, 1, 7, 2000).verdict is Verdict.STATE_LOST  # evicted: the least recent
+    assert t.plan("p4", 0, "a", 1, 1, 7, 2000).verdict is Verdict.STORE
+    gone = t.plan("p4", 0, "a", 1, 1, 7, 1004 + 10_001)  # idle longer than the expiry
+    assert gone.verdict is Verdict.STATE_LOST
+    assert t.plan("p4", None, "b", 0, 1, 7, 1004 + 10_001).verdict is Verdict.STORE
 
 
 def test_rebuild_reads_from_the_last_snapshot(zk_local_uri: str) -> None:
-    """Many batches of several producers through a Stream, snapshots every 5 batches: the next owner's table
-    equals the first's, and it read markers only from the last snapshot on."""
+    """Many requests of several producers through a Stream, snapshots every 5 requests: the next owner's table
+    equals the first's, and it replayed markers only from the last snapshot on."""
     conf = storage.Config(proxyDedupSnapshotInterval=5, zkSessionTimeoutSeconds=4)
     with storage.open_namespace(zk_local_uri, conf, client_id="127.0.0.1:1") as ns:
         s = Stream("snap", ns, conf)
@@ -154,9 +204,11 @@ def test_rebuild_reads_from_the_last_snapshot(zk_local_uri: str) -> None:
         for i in range(23):
             pid = f"p{i % 3}"
             seq = i // 3
-            futs += [f for f, _d in s.write([(seq, b"%d" % i)], pid, seq, 1)]
+            req = ProducerRequest(pid, None if seq == 0 else 0, "inst", seq, i)
+            got, dup, _epoch = s.write([b"%d" % i], req)
+            assert not dup
+            futs += got
         for f in futs:
-            assert f is not None
             f.result(30)
         before = _state(s.table)
         s.release()
@@ -168,16 +220,16 @@ def test_rebuild_reads_from_the_last_snapshot(zk_local_uri: str) -> None:
         with ns2.open_log("snap") as dlm:
             markers = [c for seg in dlm.log_segments() for c in dlm.control_records(seg) if c.payload.startswith(MAGIC)]
             snaps = [i for i, m in enumerate(markers) if b'"snap"' in m.payload]
-            assert snaps[0] == 0 and len(snaps) >= 4  # on the first batch, then every 5
+            assert snaps[0] == 0 and len(snaps) >= 4  # on the first request, then every 5
             replayed = s2.table.rebuild(dlm)
         assert replayed == len(markers) - snaps[-1]
         s2.release()
     assert len(_records(zk_local_uri, "snap")) == 23
 
 
-def _state(t: DedupTable) -> dict[str, tuple[int, list[tuple[int, int, storage.DLSN]]]]:
+def _state(t: DedupTable) -> dict[str, tuple[int, str, int, list[tuple[int, int, int, storage.DLSN]]]]:
     out = {}
     for pid in sorted(t._producers):
         st = t._producers[pid]
-        out[pid] = (st.last, [(b.first, b.count, b.dlsn.result()) for b in st.window])
+        out[pid] = (st.epoch, st.instance, st.last, [(r.first, r.count, r.crc, r.dlsn.result()) for r in st.requests])
     return out

@@ -1,6 +1,6 @@
 """``dlog proxy`` as a process: the ready line, the announcement in ZooKeeper, SIGTERM (graceful: streams released,
 so another proxy takes over at once; the node removed; exit 0), a SIGKILLed proxy's node gone with its session, and
-the refusal to listen on a non-loopback address without TLS and a token."""
+the refusals to start: a non-loopback address without TLS and a token, fewer than one request thread."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
+
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.registry import list_proxies
+from dl_proxy.server import ProxyServer
+from storage.config import Config
+from storage.errors import InvalidArgumentError
 from tests.proxy.conftest import ROOT, StartProxy, _env, stub
 from tests.proxy.test_dedup import _bulk, _records
 from tests.storage.metastore._stores import until
@@ -33,9 +38,10 @@ def test_ready_line_announcement_and_graceful_sigterm(zk_local_uri: str, proxy_p
         assert pa.wait(30) == 0
         assert [p.address for p in list_proxies(zk_local_uri)] == [b]
         # released, not left for a session timeout: the other proxy takes the stream on the first request
-        moved = sb.writeBulk(_bulk("graceful", [b"g0", b"g1"], "prod", 0), timeout=T)
-        assert moved.header.code == pb.SUCCESS, moved
-        assert [(w.duplicate) for w in moved.write_responses] == [True, False]
+        again = sb.writeBulk(_bulk("graceful", [b"g0"], "prod", 0), timeout=T)
+        assert again.header.code == pb.SUCCESS and again.write_responses[0].duplicate, again
+        moved = sb.writeBulk(_bulk("graceful", [b"g1"], "prod", 1), timeout=T)
+        assert moved.header.code == pb.SUCCESS and not moved.write_responses[0].duplicate, moved
     assert [r.payload for r in _records(zk_local_uri, "graceful")] == [b"g0", b"g1"]
 
 
@@ -54,6 +60,18 @@ def test_non_loopback_needs_tls_and_a_token(zk_local_uri: str) -> None:
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "needs TLS and a shared token" in lines[0] and "--tls-cert" in lines[0], p.stderr
     assert list_proxies(zk_local_uri) == []
+
+
+def test_threads_below_one_refused(zk_local_uri: str) -> None:
+    cmd = [sys.executable, "-m", "dlog", "--uri", zk_local_uri, "proxy", "--threads", "0"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(None), cwd=str(ROOT), timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--threads" in lines[0] and "0 is not in the range 1<=x<=4096" in lines[0], p.stderr
+    assert list_proxies(zk_local_uri) == []
+    # the Python API says the same, as an InvalidArgumentError (not ThreadPoolExecutor's ValueError)
+    with pytest.raises(InvalidArgumentError, match="--threads must be at least 1, not 0"):
+        ProxyServer(zk_local_uri, Config(), threads=0)
 
 
 def test_metrics_on_the_endpoint(zk_local_uri: str, proxy_process: StartProxy) -> None:

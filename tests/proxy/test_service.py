@@ -47,23 +47,45 @@ def test_writes_dedup_and_readers(proxy_ns_uri: str, proxy_process: StartProxy) 
         b2 = s.writeBulk(pb.BulkWriteRequest(stream="s1", data=[b"a", b"b"], ctx=ctx), timeout=T)
         assert [w.dlsn for w in b2.write_responses] == [w.dlsn for w in b1.write_responses]
         assert all(w.duplicate for w in b2.write_responses)
-        # overlapping retry: the first is a duplicate, the second new
+        assert b1.header.producer_epoch == 0 and b1.header.max_inflight == 5, b1.header
+        # an overlapping resend is not the same request: SEQUENCE_MISMATCH, definitive, nothing stored
         b3 = s.writeBulk(
-            pb.BulkWriteRequest(stream="s1", data=[b"b", b"c"], ctx=pb.WriteContext(producer_id="p1", sequence=1)),
+            pb.BulkWriteRequest(
+                stream="s1", data=[b"b", b"c"], ctx=pb.WriteContext(producer_id="p1", sequence=1, producer_epoch=0)
+            ),
             timeout=T,
         )
-        assert [w.duplicate for w in b3.write_responses] == [True, False]
-        assert b3.write_responses[0].dlsn == b1.write_responses[1].dlsn
+        assert b3.header.code == pb.SEQUENCE_MISMATCH and not b3.header.outcome_unknown, b3
+        nxt = s.writeBulk(
+            pb.BulkWriteRequest(
+                stream="s1", data=[b"c"], ctx=pb.WriteContext(producer_id="p1", sequence=2, producer_epoch=0)
+            ),
+            timeout=T,
+        )
+        assert nxt.header.code == pb.SUCCESS and not nxt.write_responses[0].duplicate, nxt
         # a gap: OUT_OF_ORDER_SEQUENCE with the next expected sequence; nothing stored
         gap = s.write(
-            pb.WriteRequest(stream="s1", data=b"e", ctx=pb.WriteContext(producer_id="p1", sequence=5)), timeout=T
+            pb.WriteRequest(
+                stream="s1", data=b"e", ctx=pb.WriteContext(producer_id="p1", sequence=5, producer_epoch=0)
+            ),
+            timeout=T,
         )
         assert gap.header.code == pb.OUT_OF_ORDER_SEQUENCE and gap.header.expected_sequence == 3, gap
-        # an unknown producer must start at 0
+        # a producer the proxy does not know, claiming an epoch: its state is lost (outcome unknown)
         unknown = s.write(
+            pb.WriteRequest(
+                stream="s1", data=b"u", ctx=pb.WriteContext(producer_id="p2", sequence=7, producer_epoch=3)
+            ),
+            timeout=T,
+        )
+        assert unknown.header.code == pb.PRODUCER_STATE_LOST and unknown.header.outcome_unknown, unknown
+        # a new instance must start at sequence 0
+        bad_start = s.write(
             pb.WriteRequest(stream="s1", data=b"u", ctx=pb.WriteContext(producer_id="p2", sequence=7)), timeout=T
         )
-        assert unknown.header.code == pb.OUT_OF_ORDER_SEQUENCE and unknown.header.expected_sequence == 0
+        assert bad_start.header.code == pb.SEQUENCE_MISMATCH, bad_start
+        hs0 = s.handshake(pb.ClientInfo(), timeout=T)
+        assert hs0.max_inflight == 5 and hs0.max_request_records > 0 and hs0.max_request_bytes > 1_000_000
         hs = s.handshake(pb.ClientInfo(get_ownerships=True), timeout=T)
         assert dict(hs.ownerships) == {"s1": addr} and hs.server_status == pb.WRITE_AND_ACCEPT
         owner = s.getOwner(pb.StreamRequest(stream="s1"), timeout=T)
@@ -100,7 +122,7 @@ def test_bad_input_gets_a_status_never_a_crash(zk_local_uri: str, proxy_process:
             timeout=T,
         )
         assert big.header.code == pb.TOO_LARGE_RECORD, big
-        # bulk partial failure: the too-large record fails alone (DistributedLog's case), the others are stored
+        # a request is stored whole or not at all: one too-large record refuses the whole bulk, nothing stored
         bulk = s.writeBulk(
             pb.BulkWriteRequest(
                 stream="c",
@@ -109,22 +131,14 @@ def test_bad_input_gets_a_status_never_a_crash(zk_local_uri: str, proxy_process:
             ),
             timeout=T,
         )
-        assert [w.header.code for w in bulk.write_responses] == [pb.SUCCESS, pb.TOO_LARGE_RECORD, pb.SUCCESS], bulk
-        # its retry: duplicates for the stored ones, the big one fails alone again
-        again = s.writeBulk(
-            pb.BulkWriteRequest(
-                stream="c",
-                data=[b"one", b"y" * (MAX_PAYLOAD + 1), b"three"],
-                ctx=pb.WriteContext(producer_id="pp", sequence=0),
-            ),
+        assert bulk.header.code == pb.TOO_LARGE_RECORD and not bulk.write_responses, bulk
+        assert not bulk.header.outcome_unknown
+        # more than one entry holds: refused whole
+        over = s.writeBulk(
+            pb.BulkWriteRequest(stream="c", data=[b"z" * 600_000] * 2, ctx=pb.WriteContext(create_if_missing=True)),
             timeout=T,
         )
-        assert [(w.header.code, w.duplicate) for w in again.write_responses] == [
-            (pb.SUCCESS, True),
-            (pb.TOO_LARGE_RECORD, False),
-            (pb.SUCCESS, True),
-        ]
-        assert [w.dlsn for w in again.write_responses] == [w.dlsn for w in bulk.write_responses]
+        assert over.header.code == pb.BAD_REQUEST and "one entry" in over.header.err_msg, over
         empty = s.writeBulk(pb.BulkWriteRequest(stream="c", data=[]), timeout=T)
         assert empty.header.code == pb.BAD_REQUEST
         trunc = s.truncate(pb.TruncateRequest(stream="c", dlsn="not base64!"), timeout=T)
@@ -141,10 +155,10 @@ def test_bad_input_gets_a_status_never_a_crash(zk_local_uri: str, proxy_process:
         except Exception as e:  # grpc.RpcError INVALID_ARGUMENT
             bad_regex = e
         assert bad_regex is not None
-        ok = s.write(pb.WriteRequest(stream="c", data=b"still fine"), timeout=T)
+        ok = s.write(pb.WriteRequest(stream="c", data=b"still fine", ctx=pb.WriteContext(create_if_missing=True)))
         assert ok.header.code == pb.SUCCESS
     assert proc.poll() is None
-    assert [r.payload for r in _read_all(zk_local_uri, "c")] == [b"one", b"three", b"still fine"]
+    assert [r.payload for r in _read_all(zk_local_uri, "c")] == [b"still fine"]
 
 
 def test_create_delete_truncate_owner(zk_local_uri: str, proxy_process: StartProxy) -> None:
@@ -167,9 +181,9 @@ def test_create_delete_truncate_owner(zk_local_uri: str, proxy_process: StartPro
 
 def test_record_sets(zk_local_uri: str, proxy_process: StartProxy) -> None:
     """A LogRecordSet travels as one payload (DistributedLog's record set writes): its members are read as records;
-    a set of n members takes n sequences of its producer (a later single record at a member's sequence is that
-    member's duplicate, a set that does not line up with one stored request answers RECORD_SET_SPLIT); a malformed
-    one is refused with INVALID_ENVELOPED_ENTRY and nothing is written."""
+    a set of n members takes n sequences of its producer; a resend of the same set is a duplicate with its
+    DLSN; anything else overlapping it (a member alone, a shifted set) is SEQUENCE_MISMATCH; a malformed set (its
+    header or its body) is refused with INVALID_ENVELOPED_ENTRY and nothing is written."""
     _p, addr = proxy_process(zk_local_uri, conf={"proxyCreateStreamOnWrite": True})
     rs = RecordSetWriter()
     for m in (b"m0", b"m1", b"m2"):
@@ -181,11 +195,10 @@ def test_record_sets(zk_local_uri: str, proxy_process: StartProxy) -> None:
         assert ok.header.code == pb.SUCCESS, ok
         dup = s.write(pb.WriteRequest(stream="sets", data=rs.to_bytes(), ctx=ctx), timeout=T)
         assert dup.duplicate and dup.dlsn == ok.dlsn
-        one = s.write(pb.WriteRequest(stream="sets", data=b"m1", ctx=pb.WriteContext(producer_id="rs", sequence=1)))
-        first = storage.DLSN.deserialize(ok.dlsn)
-        assert one.duplicate and storage.DLSN.deserialize(one.dlsn) == storage.DLSN(
-            first.lssn, first.entry_id, 1 + first.slot_id
+        one = s.write(
+            pb.WriteRequest(stream="sets", data=b"m1", ctx=pb.WriteContext(producer_id="rs", sequence=1)), timeout=T
         )
+        assert one.header.code == pb.SEQUENCE_MISMATCH, one
 
         def write_set(members: list[bytes], sequence: int) -> pb.WriteResponse:
             ctx = pb.WriteContext(is_record_set=True, producer_id="rs", sequence=sequence)
@@ -194,10 +207,15 @@ def test_record_sets(zk_local_uri: str, proxy_process: StartProxy) -> None:
             )
             return resp
 
-        inside = write_set([b"m1", b"m2"], 1)
-        assert inside.duplicate and inside.dlsn == one.dlsn, "a set inside one stored request: its first member's DLSN"
-        part = write_set([b"m2", b"m3"], 2)
-        assert part.header.code == pb.RECORD_SET_SPLIT and "separately" in part.header.err_msg, part
+        assert write_set([b"m1", b"m2"], 1).header.code == pb.SEQUENCE_MISMATCH
+        assert write_set([b"m2", b"m3"], 2).header.code == pb.SEQUENCE_MISMATCH
+        # a valid header, a body that is not what it declares (a member running past the data): refused
+        broken = bytearray(encode_record_set([b"m3", b"m4"]))
+        broken[-3] = 0x7F  # the second member's length
+        refused = s.write(
+            pb.WriteRequest(stream="sets", data=bytes(broken), ctx=pb.WriteContext(is_record_set=True)), timeout=T
+        )
+        assert refused.header.code == pb.INVALID_ENVELOPED_ENTRY and "member" in refused.header.err_msg, refused
         ooo = s.write(pb.WriteRequest(stream="sets", data=b"m9", ctx=pb.WriteContext(producer_id="rs", sequence=9)))
         assert ooo.header.code == pb.OUT_OF_ORDER_SEQUENCE and ooo.header.expected_sequence == 3, ooo
         bad = s.write(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import lz4.block
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from storage.errors import CorruptedEntryError, DLError, InvalidArgumentError, LogRecordTooLongError
 from storage.formats.dlsn import DLSN
-from storage.formats.record import MAX_LOGRECORD_SIZE, RECORD_SET, LogRecordWithDLSN
+from storage.formats.record import MAX_LOGRECORD_SIZE, RECORD_SET, LogRecordWithDLSN, record_set_count
 from storage.formats.recordset import (
     HEADER_LEN,
     CompressionCodec,
@@ -23,7 +24,9 @@ from storage.formats.recordset import (
     encode_record_set,
     expand_record_set,
     member_dlsns,
+    validate_record_set,
 )
+from tests.storage.formats._record_sets import BadSet, malformed_record_sets
 from tests.storage.formats._strategies import FUZZ, PROPERTY, mutated
 
 CODECS = [CompressionCodec.NONE, CompressionCodec.LZ4]
@@ -193,6 +196,79 @@ def test_malformed_sets(data: bytes) -> None:
         expand_record_set(_set_record(data, DLSN(1, 0, 0), 1, 1, 0))
 
 
+# --- validate_record_set: the whole set checked before it is stored --------------------------------------------
+BAD_SETS = malformed_record_sets()
+
+
+@pytest.mark.parametrize("bad", BAD_SETS, ids=[b.id for b in BAD_SETS])
+def test_validate_names_the_one_fault(bad: BadSet) -> None:
+    """Each malformation is refused with CorruptedEntryError (not a subclass) and its own message; a reader refuses
+    the same set with the same message, except a member over MAX_LOGRECORD_SIZE (readers decode what is stored)."""
+    with pytest.raises(CorruptedEntryError) as info:
+        validate_record_set(bad.data)
+    assert type(info.value) is CorruptedEntryError
+    assert bad.matches(str(info.value)), str(info.value)
+    if bad.readable:
+        assert len(decode_record_set(bad.data)) == record_set_count(bad.data)
+    else:
+        with pytest.raises(CorruptedEntryError) as decoded:
+            decode_record_set(bad.data)
+        assert str(decoded.value) == str(info.value)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_validate_accepts_well_formed_sets(codec: CompressionCodec) -> None:
+    members = [b"", os.urandom(1024), bytes(5000), b"x"]
+    if codec is CompressionCodec.LZ4:
+        members.append(bytes(MAX_LOGRECORD_SIZE))  # exactly the limit is fine
+    w = RecordSetWriter(codec)
+    for m in members:
+        w.write(m)
+    data = w.to_bytes()
+    for form in (data, bytearray(data), memoryview(data)):
+        assert validate_record_set(form) == len(members)
+    assert validate_record_set(RecordSetWriter(codec).to_bytes()) == 0  # the empty set
+    assert validate_record_set(encode_record_set(members)) == len(members)
+    assert validate_record_set(memoryview(b"pad" + data)[3:]) == len(members)  # a view into a larger buffer
+
+
+def _validate_agrees_with_decode(data: bytes) -> None:
+    """validate_record_set returns len(decode_record_set(data)) or raises CorruptedEntryError (never another
+    exception), and it refuses what a reader refuses, with the reader's message."""
+    try:
+        count = validate_record_set(data)
+    except CorruptedEntryError as e:
+        if "over MAX_LOGRECORD_SIZE" in str(e):
+            assert len(decode_record_set(data)) == record_set_count(data)
+        else:
+            with pytest.raises(CorruptedEntryError) as decoded:
+                decode_record_set(data)
+            assert str(decoded.value) == str(e)
+    else:
+        assert count == len(decode_record_set(data)) == record_set_count(data)
+
+
+@st.composite
+def _near_valid_sets(draw: st.DrawFn) -> bytes:
+    """A record set of either codec, perhaps damaged in its body, with header fields near the true values."""
+    members = draw(st.lists(st.binary(max_size=40), max_size=6))
+    body = encode_record_set(members)[HEADER_LEN:]
+    if draw(st.booleans()):
+        body = draw(mutated(body))
+    codec = draw(st.sampled_from([0, 1])) if body else 0
+    stored = lz4.block.compress(body, store_size=False) if codec else body
+    count = len(members) + draw(st.integers(-2, 2))
+    original = len(body) + draw(st.sampled_from([0, 0, 0, -1, 1]))
+    stored_len = len(stored) + draw(st.sampled_from([0, 0, 0, -1, 1]))
+    return struct.pack(">iiii", 0x1000 | codec, count, original, stored_len) + stored
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=200), _near_valid_sets()))
+def test_validate_agrees_with_decode_on_any_bytes(data: bytes) -> None:
+    _validate_agrees_with_decode(data)
+
+
 # --- properties and fuzzing ------------------------------------------------------------------------------------
 @PROPERTY
 @given(st.lists(st.binary(max_size=100), max_size=30), st.sampled_from(CODECS))
@@ -203,6 +279,7 @@ def test_round_trip(members: list[bytes], codec: CompressionCodec) -> None:
     assert w.num_records == len(members)
     assert w.num_bytes == 16 + sum(4 + len(m) for m in members)
     assert decode_record_set(w.to_bytes()) == members
+    assert validate_record_set(w.to_bytes()) == len(members)
 
 
 @PROPERTY
@@ -215,6 +292,7 @@ def test_encode_in_one_pass_equals_the_writer(members: list[bytes], slot: int) -
         w.write(m)
     data = encode_record_set(members)
     assert data == w.to_bytes()
+    assert validate_record_set(data) == len(members)
     if members:
         expanded = expand_record_set(_set_record(data, DLSN(7, 3, slot), 9, 0, 0))
         assert [r.dlsn for r in expanded] == member_dlsns(DLSN(7, 3, slot), len(members))
@@ -226,6 +304,7 @@ def test_encode_rejects_a_too_long_member() -> None:
 
 
 def _check(data: bytes) -> None:
+    _validate_agrees_with_decode(data)
     try:
         out = decode_record_set(data)
     except DLError:
