@@ -38,16 +38,18 @@ shim). The marker's txid is the request's (a millisecond timestamp), which dates
 
 **Rebuilt by the next owner.** A proxy that takes a stream over first opens the core writer (recovery fences
 the previous owner and completes its segment), then rebuilds the table before serving: it reads the log
-*backwards* from its end, a chunk of entries at a time, to the last *snapshot* (a marker with ``"snap"``: every
-live producer's state), then replays the markers after it. Snapshots ride on the first producer request
-after each acquisition and then every ``proxyDedupSnapshotInterval`` requests or :data:`SNAPSHOT_EVERY_BYTES`
-bytes, whichever comes first, so a rebuild reads about that much of the log whatever the segment's size.
+*backwards* from its end, a chunk of entries at a time, to the last complete *snapshot* of every live producer's
+state, then replays the markers from it on. A snapshot is taken on the first producer request after each
+acquisition and then every ``proxyDedupSnapshotInterval`` requests or :data:`SNAPSHOT_EVERY_BYTES` bytes,
+whichever comes first, so a rebuild reads about that much of the log whatever the segment's size. It is the
+state before the request that carries its first piece: its JSON text travels in pieces (``"sc": {"id", "k",
+"end"}``, ``"sd": text``) in the room the next requests' entries leave, so a snapshot of any size is written
+without an entry of its own; a rebuild uses the newest snapshot whose pieces are all in the log.
 
 **Bounded.** Per producer ``proxyProducerWindow`` requests; per stream at most ``proxyMaxProducersPerStream``
 producers (the least recently active is evicted: its next request is answered PRODUCER_STATE_LOST and its
 client starts a new epoch); a producer idle longer than ``proxyProducerExpirySeconds`` is forgotten the same
-way. A snapshot larger than :data:`SNAPSHOT_MAX_BYTES` is not written (logged); the rebuild then reads back to
-an earlier snapshot or to the expiry.
+way. A snapshot is therefore at most about ``proxyMaxProducersPerStream`` x (300 bytes + the id's length).
 
 **Limits.** (1) Without a ``producer_id`` a write is at-least-once, as in DistributedLog. (2) Truncating or
 purging the segments that hold the last snapshot loses the forgotten part of the state: resends of those
@@ -66,6 +68,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from storage.errors import CorruptedEntryError
 from storage.formats.dlsn import DLSN
@@ -79,8 +82,8 @@ log = logging.getLogger(__name__)
 MAGIC = b"dlproxy1:"
 #: The marker of a write without a producer (it only makes the records one entry of their own).
 NO_PRODUCER = MAGIC + b"{}"
-#: Largest snapshot written (a snapshot rides in the entry of a request).
-SNAPSHOT_MAX_BYTES = 512 * 1024
+#: Room below which a request's entry carries no snapshot piece (the next one will).
+MIN_PIECE_ROOM = 1024
 #: A snapshot is due after this many bytes of producer requests (bounds what a rebuild reads).
 SNAPSHOT_EVERY_BYTES = 16 * 1024 * 1024
 #: Entries read at a time by the backwards rebuild.
@@ -157,8 +160,10 @@ class DedupTable:
         self._since_snapshot = 0
         self._bytes_since_snapshot = 0
         self._snapshot_due = True  # the first request after an acquisition carries one
+        self._pending: _PendingSnapshot | None = None  # a snapshot being written, piece by piece
+        self._snap_ids = 0
         self.evicted = 0
-        self.oversized_snapshots = 0
+        self.snapshots_written = 0
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -255,7 +260,7 @@ class DedupTable:
 
     # --- storing -----------------------------------------------------------------------------------
     def snapshot_due(self) -> bool:
-        return (
+        return self._pending is None and (
             self._snapshot_due
             or self._since_snapshot >= self.snapshot_interval
             or self._bytes_since_snapshot >= SNAPSHOT_EVERY_BYTES
@@ -264,28 +269,31 @@ class DedupTable:
     def marker(
         self, pid: str, plan: Plan, instance: str, first: int, count: int, crc: int, now_ms: int, room: int
     ) -> bytes:
-        """The control record payload for a request about to be stored under ``plan`` (a STORE); carries a
-        snapshot (the state before this request) when one is due and fits in ``room`` bytes."""
+        """The control record payload for a request about to be stored under ``plan`` (a STORE), with the next
+        piece of a snapshot when one is being written (a new one starts when due: the state before this
+        request) and the entry has room for it (``room`` bytes)."""
         doc: dict[str, object] = {"p": pid, "e": plan.epoch, "i": instance, "s": first, "n": count, "c": crc}
         base = MAGIC + json.dumps(doc, separators=(",", ":")).encode()
-        if not self.snapshot_due():
+        if room - len(base) < MIN_PIECE_ROOM:
             return base
-        doc["snap"] = self._snapshot(now_ms)
-        full = MAGIC + json.dumps(doc, separators=(",", ":")).encode()
-        if len(full) <= min(room, SNAPSHOT_MAX_BYTES):
-            return full
-        # too large for this entry: try again after another interval (never recomputed for every request)
-        self._snapshot_due = False
-        self._since_snapshot = 0
-        self._bytes_since_snapshot = 0
-        self.oversized_snapshots += 1
-        log.warning(
-            "producer snapshot of %d producers (%d bytes) does not fit an entry: not written; a rebuild reads back "
-            "to the previous one",
-            len(self._producers),
-            len(full),
-        )
-        return base
+        if self.snapshot_due():
+            self._snap_ids += 1
+            text = json.dumps(self._snapshot(now_ms), separators=(",", ":"))
+            self._pending = _PendingSnapshot(f"{now_ms:x}.{self._snap_ids}", text)
+        pending = self._pending
+        if pending is None:
+            return base
+        size = min(room - len(base) - 64, len(pending.text) - pending.offset)
+        while True:
+            piece = pending.text[pending.offset : pending.offset + size]
+            end = pending.offset + len(piece) >= len(pending.text)
+            doc["sc"] = {"id": pending.id, "k": pending.k, "end": end}
+            doc["sd"] = piece
+            full = MAGIC + json.dumps(doc, separators=(",", ":")).encode()
+            if len(full) <= room or size <= 1:
+                break
+            size = max(1, size * room // len(full) - 64)  # escaping made it larger: shrink
+        return full if len(full) <= room else base
 
     def _snapshot(self, now_ms: int) -> dict[str, object]:
         for pid in list(self._producers):
@@ -314,10 +322,18 @@ class DedupTable:
         nbytes: int = 0,
     ) -> None:
         """Remember a request just handed to the writer under ``plan`` with ``marker`` (from :meth:`marker`)."""
-        if b'"snap"' in marker:
-            self._snapshot_due = False
-            self._since_snapshot = 0
-            self._bytes_since_snapshot = 0
+        pending = self._pending
+        if pending is not None and b'"sc":' in marker:
+            if pending.k == 0:
+                self._snapshot_due = False
+                self._since_snapshot = 0
+                self._bytes_since_snapshot = 0
+            doc = json.loads(marker[len(MAGIC) :])
+            pending.offset += len(doc["sd"])
+            pending.k += 1
+            if doc["sc"]["end"]:
+                self._pending = None
+                self.snapshots_written += 1
         self._since_snapshot += 1
         self._bytes_since_snapshot += nbytes
         self._apply(pid, plan.epoch, instance, first, count, crc, dlsn, now_ms)
@@ -346,35 +362,54 @@ class DedupTable:
 
     # --- rebuild -----------------------------------------------------------------------------------
     def rebuild(self, dlm: LogManager) -> int:
-        """Rebuild from the log (the writer is open, so every segment is complete): read backwards to the last
-        snapshot, then replay the markers after it. Returns the number of markers replayed.
+        """Rebuild from the log (the writer is open, so every segment is complete): read backwards to the newest
+        complete snapshot, then replay the markers from the one carrying its first piece. Returns the number of
+        markers replayed.
 
         Raises:
-            CorruptedEntryError: a marker cannot be parsed. What reading the segments raises (SegmentStoreError...).
+            CorruptedEntryError: a marker or a snapshot cannot be parsed. What reading the segments raises
+            (SegmentStoreError...).
         """
         later: list[list[LogRecordWithDLSN]] = []  # newest chunk first
-        snap: dict[str, object] | None = None
-        before: list[LogRecordWithDLSN] = []
+        pieces: dict[str, dict[int, str]] = {}
+        ends: dict[str, int] = {}
+        found: tuple[str, LogSegmentMetadata, int, list[LogRecordWithDLSN]] | None = None
         oldest_ms = int(time.time() * 1000) - self.expiry_ms
         for seg in reversed(dlm.log_segments()):
             if not seg.in_progress and 0 < seg.completion_time_ms < oldest_ms:
                 break  # every request here and before is older than the expiry: its producers are forgotten anyway
             hi = dlm.visible_last_entry(seg)
-            while hi >= 0 and snap is None:
+            while hi >= 0 and found is None:
                 lo = max(0, hi - REBUILD_CHUNK + 1)
                 markers = _markers(dlm, seg, lo, hi)
-                idx = max((i for i, r in enumerate(markers) if b'"snap"' in r.payload), default=-1)
-                if idx >= 0:
-                    snap = _parse(markers[idx])
-                    later.append(markers[idx:])
-                    before = self._pending_before(dlm, seg, lo, markers[:idx], snap)
+                for i in range(len(markers) - 1, -1, -1):
+                    doc = _parse(markers[i])
+                    sc = doc.get("sc")
+                    if not isinstance(sc, dict):
+                        continue
+                    sid, k = str(sc["id"]), int(sc["k"])
+                    pieces.setdefault(sid, {})[k] = str(doc["sd"])
+                    if sc.get("end"):
+                        ends[sid] = k
+                    if k == 0 and sid in ends and len(pieces[sid]) == ends[sid] + 1:
+                        found = (sid, seg, lo, markers[:i])
+                        later.append(markers[i:])
+                        break
                 else:
                     later.append(markers)
                 hi = lo - 1
-            if snap is not None:
+            if found is not None:
                 break
         self._producers.clear()
-        if snap is not None:
+        if found is not None:
+            sid, seg, lo, before_markers = found
+            try:
+                snap = json.loads("".join(pieces[sid][k] for k in range(ends[sid] + 1)))
+            except ValueError as e:
+                raise CorruptedEntryError(f"bad producer snapshot {sid}: {e}") from e
+            if not isinstance(snap, dict):
+                raise CorruptedEntryError(f"bad producer snapshot {sid}: not an object")
+            before = self._pending_before(dlm, seg, lo, before_markers, snap)
             self._load_snapshot(snap, before)
         n = 0
         for markers in reversed(later):
@@ -394,22 +429,20 @@ class DedupTable:
                 )
                 n += 1
         self._snapshot_due = True
+        self._pending = None
         self._since_snapshot = 0
         self._bytes_since_snapshot = 0
         return n
 
     @staticmethod
     def _pending_before(
-        dlm: LogManager, seg: LogSegmentMetadata, lo: int, markers: list[LogRecordWithDLSN], snap: dict[str, object]
+        dlm: LogManager, seg: LogSegmentMetadata, lo: int, markers: list[LogRecordWithDLSN], snap: dict[str, Any]
     ) -> list[LogRecordWithDLSN]:
         """The markers before a snapshot of the requests it lists without a DLSN (in flight when it was taken: in
         the same segment, before it), reading further back in the segment only as far as needed."""
-        snap_doc = snap.get("snap")
-        if not isinstance(snap_doc, dict):
-            raise CorruptedEntryError(f"bad producer snapshot {str(snap_doc)[:80]}")
         wanted = {
             (str(pid), int(r[0]))
-            for pid, st in snap_doc.items()
+            for pid, st in snap.items()
             if isinstance(st, dict)
             for r in st.get("w", [])
             if r[3] is None
@@ -425,10 +458,7 @@ class DedupTable:
             hi = lo - 1
         return found
 
-    def _load_snapshot(self, marker: dict[str, object], before: Iterable[LogRecordWithDLSN]) -> None:
-        snap = marker.get("snap")
-        if not isinstance(snap, dict):
-            raise CorruptedEntryError(f"bad producer snapshot {str(snap)[:80]}")
+    def _load_snapshot(self, snap: dict[str, Any], before: Iterable[LogRecordWithDLSN]) -> None:
         earlier: dict[tuple[str, int], DLSN] = {}
         for r in before:  # requests in flight when the snapshot was taken
             key = _key(r)
@@ -449,6 +479,16 @@ class DedupTable:
                 self._producers[str(pid)] = p
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptedEntryError(f"bad producer snapshot: {e}") from e
+
+
+@dataclass
+class _PendingSnapshot:
+    """A snapshot being written: its id, JSON text, how much of it is stored, and the next piece's number."""
+
+    id: str
+    text: str
+    offset: int = 0
+    k: int = 0
 
 
 def _markers(dlm: LogManager, seg: LogSegmentMetadata, lo: int, hi: int) -> list[LogRecordWithDLSN]:
@@ -477,7 +517,6 @@ def _parse(r: LogRecordWithDLSN) -> dict[str, object]:
 __all__ = [
     "MAGIC",
     "NO_PRODUCER",
-    "SNAPSHOT_MAX_BYTES",
     "DedupTable",
     "Plan",
     "Producer",

@@ -38,6 +38,7 @@ from storage.errors import (
     LockingError,
     LogNotFoundError,
     LogRecordTooLongError,
+    MetadataConnectionError,
     OutOfOrderSequenceError,
     OverCapacityError,
     ProducerFencedError,
@@ -238,8 +239,15 @@ class Stream:
             marker = NO_PRODUCER
         try:
             futs = w.write_marked(marker, recs)
-        except (OverCapacityError, LogRecordTooLongError, EndOfStreamError, InvalidArgumentError):
-            raise  # nothing of this request was written; the writer is fine
+        except (
+            OverCapacityError,
+            LogRecordTooLongError,
+            EndOfStreamError,
+            InvalidArgumentError,
+            MetadataConnectionError,
+        ):
+            raise  # nothing of this request was written; the writer is fine (a roll that could not reach ZooKeeper
+            # is tried again by the next write)
         except DLError as e:
             self._stop_locked(e)
             raise StreamUnavailableError(f"stream {self.name!r} stopped: {e}") from e

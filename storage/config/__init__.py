@@ -384,6 +384,7 @@ class Config:
     max_acquired_partitions_per_proxy = _Prop("maxAcquiredPartitionsPerProxy", int)
     proxy_create_stream_on_write = _Prop("proxyCreateStreamOnWrite", bool)
     proxy_producer_window = _Prop("proxyProducerWindow", int)
+    proxy_max_producers_per_stream = _Prop("proxyMaxProducersPerStream", int)
     proxy_producer_expiry_seconds = _Prop("proxyProducerExpirySeconds", int)
     proxy_dedup_snapshot_interval = _Prop("proxyDedupSnapshotInterval", int)
     # zookeeper

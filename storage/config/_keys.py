@@ -505,10 +505,11 @@ _SPECS: tuple[KeySpec, ...] = (
         "least recently active is forgotten (a resend of its is answered PRODUCER_STATE_LOST, outcome unknown, and "
         "its client starts a new epoch).", "proxy", impl=True, min=1),
     _i("proxyProducerExpirySeconds", 86400, "Idempotent producers: forget a producer idle on a stream this "
-        "long (its next write must start a new producer id or sequence 0).", "proxy", impl=True, min=1),
+        "long (its next request is answered PRODUCER_STATE_LOST and its client starts a new epoch).", "proxy",
+        impl=True, min=1),
     _i("proxyDedupSnapshotInterval", 1000, "Idempotent producers: write a snapshot of every live producer into "
-        "the log after this many producer batches (a new owner reads the log from the last snapshot only).",
-        "proxy", impl=True, min=1),
+        "the log after this many producer requests (or 16 MiB of them); a new owner reads the log back to the last "
+        "snapshot only.", "proxy", impl=True, min=1),
     _i("maxCachedPartitionsPerProxy", -1, "Partitions a proxy may cache (<= 0 = unlimited).", "proxy"),
     # --- injection ----------------------------------------------------------------------------
     _b("eiInjectWriteDelay", False, "Inject write delays.", "injection"),

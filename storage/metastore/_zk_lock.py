@@ -188,7 +188,7 @@ class ZooKeeperLock(OwnershipLock):
         return True
 
     def check(self) -> None:
-        """Raise ``LockingError`` (not retriable) if the lock was lost; return otherwise.
+        """Raise ``LockingError`` if the lock was lost; return otherwise.
 
         A connection to ZooKeeper that is down for less than the session timeout (SUSPENDED) does
         not count: the session, and with it the lock, may well be intact, so writes go on (see the
@@ -199,7 +199,8 @@ class ZooKeeperLock(OwnershipLock):
         without taking a lock (single attribute reads are atomic in CPython).
 
         Raises:
-            LockingError: released, or the session it was taken in is lost (``retriable`` False).
+            LockingError: released, or the session it was taken in is lost (``retriable``: a writer opened again
+            can take the lock once ZooKeeper is reachable and the log is free).
         """
         store = self._store
         if (
@@ -211,7 +212,7 @@ class ZooKeeperLock(OwnershipLock):
         ):
             return
         if not self.is_held():
-            raise LockingError(f"lost ownership of lock {self._path} (ZooKeeper session {self._session_id:#x})")
+            raise _lost_error(self._path, self._session_id)
 
     def confirm(self, what: str) -> None:
         """Return once ownership is confirmed: the store is connected in the lock's session (at once
@@ -222,7 +223,8 @@ class ZooKeeperLock(OwnershipLock):
         lasted :data:`CONFIRM_NOTICE_S` (and in the INFO line when it ends).
 
         Raises:
-            LockingError: the lock was released or lost, before or during the wait (``retriable`` False).
+            LockingError: the lock was released or lost, before or during the wait (``retriable``: a writer
+            opened again takes the lock once ZooKeeper is reachable and the log is free).
         """
         store = self._store
         if (
@@ -239,7 +241,7 @@ class ZooKeeperLock(OwnershipLock):
             if not self.is_held():
                 if noticed:
                     log.warning("%s: gave up waiting for ZooKeeper, ownership of lock %s is lost", what, self._path)
-                raise LockingError(f"lost ownership of lock {self._path} (ZooKeeper session {self._session_id:#x})")
+                raise _lost_error(self._path, self._session_id)
             waited = time.monotonic() - started
             if not noticed and waited >= CONFIRM_NOTICE_S:
                 noticed = True
@@ -537,3 +539,13 @@ class LockMembers:
         if not self._try_delete(zmember):
             with self._mu:
                 self._stale_members[zmember] = sid
+
+
+def _lost_error(path: str, session_id: int) -> LockingError:
+    """The error of a lock lost with its session: retriable, since a writer opened again (once ZooKeeper is
+    reachable) can take the lock; nothing more is acknowledged by this one."""
+    return LockingError(
+        f"lost ownership of lock {path} (ZooKeeper session {session_id:#x} expired or closed): this writer "
+        "acknowledges nothing more; open a writer again to go on",
+        retriable=True,
+    )

@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import storage  # noqa: E402
-from storage.errors import AlreadyClosedError, DLError, LogEmptyError, OverCapacityError, WriteCancelledError  # noqa: E402
+from storage.errors import DLError, LogEmptyError  # noqa: E402
 from tools.history_events import HistoryRecorder  # noqa: E402
 
 #: Client settings for the cluster: a short ZooKeeper session (a cut-off writer is fenced soon), short store
@@ -90,10 +90,11 @@ class Stop:
 
 
 def _definite(exc: BaseException) -> bool:
-    """True when a failed write certainly took no effect: it was refused before it was sent (cancelled while
-    buffered, refused by a limit or a closed writer). Everything else (a timeout, a fenced or failed append) is
-    an unknown outcome: recovery decides."""
-    return isinstance(exc, WriteCancelledError | OverCapacityError | AlreadyClosedError)
+    """True when a failed write certainly took no effect, as the error itself says (``outcome_unknown`` False:
+    cancelled while buffered, refused by a limit or a closed writer); the checker's ``failed_visible`` then holds
+    the library's classification against the log. Everything else (a timeout, a fenced or failed append) is an
+    unknown outcome: recovery decides."""
+    return isinstance(exc, DLError) and not exc.outcome_unknown
 
 
 def writer(args: argparse.Namespace, stop: Stop, rec: HistoryRecorder) -> int:

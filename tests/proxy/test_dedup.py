@@ -219,7 +219,7 @@ def test_rebuild_reads_from_the_last_snapshot(zk_local_uri: str) -> None:
         assert after == before
         with ns2.open_log("snap") as dlm:
             markers = [c for seg in dlm.log_segments() for c in dlm.control_records(seg) if c.payload.startswith(MAGIC)]
-            snaps = [i for i, m in enumerate(markers) if b'"snap"' in m.payload]
+            snaps = [i for i, m in enumerate(markers) if b'"sc":' in m.payload]
             assert snaps[0] == 0 and len(snaps) >= 4  # on the first request, then every 5
             replayed = s2.table.rebuild(dlm)
         assert replayed == len(markers) - snaps[-1]
@@ -233,3 +233,42 @@ def _state(t: DedupTable) -> dict[str, tuple[int, str, int, list[tuple[int, int,
         st = t._producers[pid]
         out[pid] = (st.epoch, st.instance, st.last, [(r.first, r.count, r.crc, r.dlsn.result()) for r in st.requests])
     return out
+
+
+def test_five_thousand_producers_bounded_and_rebuilt(zk_local_uri: str) -> None:
+    """5,000 producers write to one stream whose proxy keeps at most 4,000: the least recent are evicted, every
+    producer keeps at most its window, the snapshot (written in pieces in the requests' entries) stays within its
+    bound, and the next owner rebuilds the same table from the last complete snapshot on."""
+    conf = storage.Config(
+        proxyMaxProducersPerStream=4000,
+        proxyDedupSnapshotInterval=1500,
+        proxyProducerWindow=3,
+        zkSessionTimeoutSeconds=4,
+    )
+    with storage.open_namespace(zk_local_uri, conf, client_id="127.0.0.1:1") as ns:
+        s = Stream("many", ns, conf)
+        s.acquire(create=True)
+        futs = []
+        for i in range(5000):
+            for seq in range(2 if i % 10 == 0 else 1):  # some producers write twice
+                req = ProducerRequest(f"producer-{i:05d}-{'x' * 20}", None if seq == 0 else 0, "inst", seq, i)
+                futs += s.write([b"%d.%d" % (i, seq)], req)[0]
+        for f in futs:
+            f.result(60)
+        t = s.table
+        assert len(t) == 4000 and t.evicted == 1000
+        assert all(len(p.requests) <= 3 for p in t._producers.values())
+        assert t.snapshots_written >= 3
+        before = _state(t)
+        s.release()
+    with storage.open_namespace(zk_local_uri, conf, client_id="127.0.0.1:2") as ns2:
+        with ns2.open_log("many") as dlm:
+            markers = [c for seg in dlm.log_segments() for c in dlm.control_records(seg) if c.payload.startswith(MAGIC)]
+        pieces = [m for m in markers if b'"sc":' in m.payload]
+        last_start = max(i for i, m in enumerate(pieces) if b'"k":0' in m.payload)
+        snapshot_bytes = sum(len(m.payload) for m in pieces[last_start:])
+        assert 4000 * 100 < snapshot_bytes <= 4000 * 400, snapshot_bytes  # ~ per producer: id, epoch, window
+        s2 = Stream("many", ns2, conf)
+        s2.acquire(create=False)
+        assert _state(s2.table) == before
+        s2.release()

@@ -29,7 +29,6 @@ import storage
 from dl_proxy import ProxyClient
 from storage import DLSN
 from tests.proxy.conftest import PROXY_CONF, READY_TIMEOUT_S, ROOT, ProxyProcess, _env
-from tests.proxy.test_dedup import _records
 from tests.storage.observe import GENEROUS_S, finishes, wait_until
 from tests.storage.zk_relay import TcpRelay
 from tests.zk import _SERVER_KEY, ZooKeeperServer, find_zk_server_script
@@ -79,6 +78,19 @@ def _start_proxy(uri: str, conf: dict[str, object], log_path: Path, started: lis
     assert line.startswith(prefix), f"proxy did not start (first line {line!r}); its log:\n{pp.log_text()[-4000:]}"
     pp.address = line[len(prefix) :].strip()
     return pp
+
+
+def _records(uri: str, name: str) -> list[storage.LogRecordWithDLSN]:
+    """The whole log, read once with the storage reader."""
+    with (
+        storage.open_namespace(uri, create=False) as ns,
+        ns.open_log(name) as dlm,
+        dlm.open_reader(storage.DLSN.INITIAL) as r,
+    ):
+        out: list[storage.LogRecordWithDLSN] = []
+        while got := r.read_bulk(10_000, non_blocking=True):
+            out.extend(got)
+        return out
 
 
 class _Writer:

@@ -90,6 +90,7 @@ IMPLEMENTED = {
     "maxAcquiredPartitionsPerProxy",
     "proxyCreateStreamOnWrite",
     "proxyProducerWindow",
+    "proxyMaxProducersPerStream",
     "proxyProducerExpirySeconds",
     "proxyDedupSnapshotInterval",
     "ledgerMetadataLayoutVersion",
