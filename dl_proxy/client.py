@@ -549,7 +549,10 @@ class ProxyClient(AnswerHandling):
                 return
             now = time.monotonic()
             if st.reinit_pending and st.inflight == 0:
-                self._reinitialise(st)
+                if st.fenced is None:
+                    self._reinitialise(st)
+                else:  # a fenced client never starts a new epoch (it would fence the newer instance)
+                    self._fail_fenced(st)
             if st.reinit_pending:
                 return
             if st.retry_at > now:
@@ -587,6 +590,20 @@ class ProxyClient(AnswerHandling):
                     break
         for b, target in sends:
             self._loop.create_task(self._send(st, b, target, st.epoch, st.instance))
+
+    def _fail_fenced(self, st: StreamState) -> None:
+        """Fail every batch left on a fenced stream (caller holds the lock; nothing in flight)."""
+        fenced = st.fenced
+        assert fenced is not None
+        for b in list(st.unacked):
+            if b.abandoned:
+                st.unacked.remove(b)
+                self._release_bytes(st, b.nbytes)
+                b.state = BatchState.DONE
+                continue
+            err = ProducerFencedError(str(fenced), epoch=getattr(fenced, "epoch", None), outcome_unknown=b.maybe_stored)
+            self._finish(st, b, [err] * len(b))
+        st.reinit_pending = ""
 
     def _reinitialise(self, st: StreamState) -> None:
         """Start a new producer epoch on the stream (caller holds the lock; nothing in flight)."""

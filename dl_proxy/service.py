@@ -11,7 +11,8 @@ FOUND (302), ``location``              another proxy owns the stream (its lock o
 STREAM_UNAVAILABLE (515)               not owned here (stopped: lock lost, fenced, released, closing, draining: not
                                        accepting new streams; or held by a writer that is not a proxy)
 TOO_MANY_STREAMS (524)                 ``maxAcquiredPartitionsPerProxy`` reached
-OVER_CAPACITY (517)                    ``rpsHardServiceLimit`` / ``bpsHardServiceLimit`` or a stream's hard write limit
+OVER_CAPACITY (517)                    ``rpsHardServiceLimit`` / ``bpsHardServiceLimit``, a stream's hard write limit,
+                                       or ``proxyMaxWaitingRequestsPerStream`` requests of the stream already waiting
 SERVICE_UNAVAILABLE (503)              the proxy is shutting down
 REQUEST_DENIED (403)                   missing or bad ``authorization: Bearer <token>``; a producer's retry older
                                        than its dedup window
@@ -21,12 +22,21 @@ LOG_NOT_FOUND (510)                    unknown stream, unless ``create_if_missin
 OUT_OF_ORDER_SEQUENCE (530)            a producer's sequence above the next expected (``expected_sequence``)
 RECORD_SET_SPLIT (531)                 a producer's record set repeating its stored requests unevenly (resend its
                                        records separately)
+PRODUCER_FENCED (532)                  a newer instance of the producer id holds the stream (not stored)
+PRODUCER_STATE_LOST (533)              the producer's state is gone (evicted, expired): outcome unknown
+SEQUENCE_MISMATCH (534)                a resend that is not the stored request (not stored)
 ZOOKEEPER_ERROR (505)                  ZooKeeper unreachable (MetadataConnectionError; retriable)
 BAD_REQUEST (400) / INVALID_STREAM_NAME (602)  malformed input
 =====================================  ==========================================================================
 
-Failpoint (tests): ``DLOG_PROXY_FAILPOINT=after_append_before_reply[:N]`` ends the process (``os._exit(17)``) on
+Isolation: a request waits (for its stream's acquisition, its turn, its durability) at most until its deadline, and
+at most ``proxyMaxWaitingRequestsPerStream`` requests of one stream wait at once (more are answered OVER_CAPACITY at
+once): a stalled stream holds a bounded share of the RPC threads, never all of them.
+
+Failpoints (tests): ``DLOG_PROXY_FAILPOINT=after_append_before_reply[:N]`` ends the process (``os._exit(17)``) on
 the N-th write request (default the first) once its records are durable, before it replies: the lost reply.
+``DLOG_PROXY_FAILPOINT=stall_writes:NAME`` holds every write request of stream ``NAME`` until its deadline (a stuck
+stream).
 """
 
 from __future__ import annotations
@@ -120,6 +130,7 @@ class ProxyCore:
         self._owners: dict[str, str] = {}  # stream -> last owner seen elsewhere (getOwner)
         self.max_streams = int(conf.get("maxAcquiredPartitionsPerProxy"))
         self.create_on_write = bool(conf.get("proxyCreateStreamOnWrite"))
+        self.max_waiting = int(conf.get("proxyMaxWaitingRequestsPerStream"))
         limits = WriteLimits(
             rps_soft=float(conf.get("rpsSoftServiceLimit")),
             rps_hard=float(conf.get("rpsHardServiceLimit")),
@@ -237,7 +248,8 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
     def __init__(self, core: ProxyCore, token: str | None = None) -> None:
         self.core = core
         self._token = None if token is None else f"Bearer {token}".encode()
-        self._failpoint, self._failpoint_n = _parse_failpoint(os.environ.get(FAILPOINT_ENV, ""))
+        self._failpoint, self._failpoint_arg = _parse_failpoint(os.environ.get(FAILPOINT_ENV, ""))
+        self._failpoint_n = int(self._failpoint_arg) if self._failpoint_arg.isdigit() else 1
         self._writes = 0
         self._writes_mu = threading.Lock()
 
@@ -353,6 +365,34 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
         try:
             self._admit(sum(len(p) for p in payloads))
             s = self._stream(stream, ctx, for_write=True, wait_s=budget)
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                raise
+            return self._header(e), []
+        if not s.enter(self.core.max_waiting):
+            return pb.ResponseHeader(
+                code=pb.OVER_CAPACITY,
+                err_msg=f"stream {s.name!r} has {self.core.max_waiting} requests waiting on proxy {self.core.address} "
+                "(proxyMaxWaitingRequestsPerStream): not stored, back off and retry",
+            ), []
+        try:
+            return self._write_entered(s, stream, payloads, producer, members, context)
+        finally:
+            s.leave()
+
+    def _write_entered(
+        self,
+        s: Stream,
+        stream: str,
+        payloads: list[bytes],
+        producer: ProducerRequest | None,
+        members: int,
+        context: grpc.ServicerContext,
+    ) -> tuple[pb.ResponseHeader, list[pb.WriteResponse]]:
+        if self._failpoint == "stall_writes" and self._failpoint_arg == s.name:
+            time.sleep(_budget(context))
+            return pb.ResponseHeader(code=pb.STREAM_NOT_READY, err_msg="failpoint stall_writes"), []
+        try:
             futs, dup, epoch = s.write(payloads, producer, members=members)
         except BaseException as e:
             if not isinstance(e, Exception):
@@ -570,6 +610,6 @@ def _is_address(owner: str) -> bool:
     return owner.count(":") == 1 or owner.startswith("[")
 
 
-def _parse_failpoint(value: str) -> tuple[str, int]:
-    name, _, n = value.partition(":")
-    return name.strip(), int(n) if n.strip().isdigit() else 1
+def _parse_failpoint(value: str) -> tuple[str, str]:
+    name, _, arg = value.partition(":")
+    return name.strip(), arg.strip()

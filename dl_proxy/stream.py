@@ -96,6 +96,8 @@ class Stream:
             max_producers=int(conf.get("proxyMaxProducersPerStream")),
         )
         self.acquired_at = 0.0
+        self._waiting = 0  # requests of this stream inside the service (enter/leave)
+        self._waiting_mu = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r}, {self.state.value})"
@@ -163,6 +165,19 @@ class Stream:
             raise self.error
         if self.state != State.INITIALIZED:
             raise StreamUnavailableError(f"stream {self.name!r} is {self.state.value} on this proxy")
+
+    def enter(self, limit: int) -> bool:
+        """Count a request in; False (not counted) when ``limit`` requests of this stream are in already
+        (``limit`` <= 0: no limit)."""
+        with self._waiting_mu:
+            if 0 < limit <= self._waiting:
+                return False
+            self._waiting += 1
+            return True
+
+    def leave(self) -> None:
+        with self._waiting_mu:
+            self._waiting -= 1
 
     # --- writing -----------------------------------------------------------------------------------
     def _check_serving(self) -> AsyncLogWriter:

@@ -178,6 +178,7 @@ def write_through_proxies(
         quiet_client_warnings(state),
         open_client(state, proxies, timeout_s=timeout_s, create_if_missing=create_log, **security) as client,
     ):
+        _check_reachable(client, timeout_s)
         futures = []
         for line in stdin:
             payload = line[:-2] if line.endswith(b"\r\n") else line[:-1] if line.endswith(b"\n") else line
@@ -195,6 +196,26 @@ def write_through_proxies(
         out("wrote 0 records")
     else:
         out(f"wrote {len(futures)} records through proxies, last DLSN {last}")
+
+
+#: How long ``dlog write --proxy`` waits for some proxy to answer before it writes anything.
+REACH_TIMEOUT_S = 3.0
+
+
+def _check_reachable(client: Any, timeout_s: float) -> None:
+    """Fail at once, before anything is read or sent, when no write proxy answers a handshake.
+
+    Raises:
+        click.ClickException: none is known, or none could be reached (nothing written).
+    """
+    from dl_proxy._transport import UNREACHABLE, failure_kind
+
+    statuses = client.proxy_status(timeout_s=min(timeout_s, REACH_TIMEOUT_S))
+    if not statuses:
+        raise click.ClickException(f"no write proxy announced ({client.discovery.describe()}): nothing written")
+    if all(st.error is not None and failure_kind(st.error) == UNREACHABLE for st in statuses):
+        detail = "; ".join(f"{st.address}: {st.error}" for st in statuses[:3])
+        raise click.ClickException(f"no write proxy reachable ({detail}): nothing written")
 
 
 @click.command("proxy-status")

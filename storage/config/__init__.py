@@ -385,6 +385,7 @@ class Config:
     proxy_create_stream_on_write = _Prop("proxyCreateStreamOnWrite", bool)
     proxy_producer_window = _Prop("proxyProducerWindow", int)
     proxy_max_producers_per_stream = _Prop("proxyMaxProducersPerStream", int)
+    proxy_max_waiting_requests_per_stream = _Prop("proxyMaxWaitingRequestsPerStream", int)
     proxy_producer_expiry_seconds = _Prop("proxyProducerExpirySeconds", int)
     proxy_dedup_snapshot_interval = _Prop("proxyDedupSnapshotInterval", int)
     # zookeeper

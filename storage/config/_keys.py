@@ -501,6 +501,9 @@ _SPECS: tuple[KeySpec, ...] = (
         "the proxy remembers (sequences, checksum, DLSN) to answer resends; clients are told it and keep at most "
         "this many requests outstanding per stream (Kafka's max.in.flight.requests.per.connection).", "proxy",
         impl=True, min=1, max=64),
+    _i("proxyMaxWaitingRequestsPerStream", 16, "Write requests of one stream a proxy lets wait at once (for "
+        "the acquisition, their turn, durability); more are answered OVER_CAPACITY at once, so a stalled stream "
+        "holds a bounded share of the proxy's RPC threads (--threads, 64); <= 0 = no limit.", "proxy", impl=True),
     _i("proxyMaxProducersPerStream", 10000, "Idempotent producers: most producers a stream remembers; over it the "
         "least recently active is forgotten (a resend of its is answered PRODUCER_STATE_LOST, outcome unknown, and "
         "its client starts a new epoch).", "proxy", impl=True, min=1),

@@ -91,6 +91,7 @@ IMPLEMENTED = {
     "proxyCreateStreamOnWrite",
     "proxyProducerWindow",
     "proxyMaxProducersPerStream",
+    "proxyMaxWaitingRequestsPerStream",
     "proxyProducerExpirySeconds",
     "proxyDedupSnapshotInterval",
     "ledgerMetadataLayoutVersion",
