@@ -317,9 +317,8 @@ _SERVER_KEY = pytest.StashKey[ZooKeeperServer]()
 _LOGGED_KEY = pytest.StashKey[bool]()
 
 
-@pytest.fixture(scope="session")
-def zk_server() -> Iterator[ZooKeeperServer]:
-    """A private ZooKeeper server for the whole test session (FAILS if ZooKeeper is not installed)."""
+def started_server() -> ZooKeeperServer:
+    """A private ZooKeeper server, started (FAILS the test if ZooKeeper is not installed or does not start)."""
     script = find_zk_server_script()
     if script is None:
         pytest.fail(INSTALL_HINT, pytrace=False)
@@ -329,6 +328,13 @@ def zk_server() -> Iterator[ZooKeeperServer]:
     except RuntimeError as e:
         server.close()
         pytest.fail(str(e), pytrace=False)
+    return server
+
+
+@pytest.fixture(scope="session")
+def zk_server() -> Iterator[ZooKeeperServer]:
+    """A private ZooKeeper server for the whole test session (FAILS if ZooKeeper is not installed)."""
+    server = started_server()
     yield server
     # Storage handles that a test process cached (the Spark layer keeps one namespace per URI and
     # process) are closed while the server still answers: closed at exit, they would retry a

@@ -203,16 +203,20 @@ class ZooKeeperLock(OwnershipLock):
             can take the lock once ZooKeeper is reachable and the log is free).
         """
         store = self._store
-        if (
+        if self._confirmed(store):
+            return
+        if not self.is_held():
+            raise _lost_error(self._path, self._session_id)
+
+    def _confirmed(self, store: LockOwner) -> bool:
+        """Held, and the store connected in the lock's session right now (single attribute reads: no lock)."""
+        return (
             not self._released
             and not self._lost
             and not store._closed
             and store._session_id == self._session_id
             and store._suspended_since is None
-        ):
-            return
-        if not self.is_held():
-            raise _lost_error(self._path, self._session_id)
+        )
 
     def confirm(self, what: str) -> None:
         """Return once ownership is confirmed: the store is connected in the lock's session (at once
@@ -227,13 +231,7 @@ class ZooKeeperLock(OwnershipLock):
             opened again takes the lock once ZooKeeper is reachable and the log is free).
         """
         store = self._store
-        if (
-            not self._released
-            and not self._lost
-            and not store._closed
-            and store._session_id == self._session_id
-            and store._suspended_since is None
-        ):
+        if self._confirmed(store):
             return
         started = time.monotonic()
         noticed = False

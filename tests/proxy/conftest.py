@@ -97,7 +97,8 @@ class ProxyProcess:
         self.process.wait()
 
 
-#: ``proxy_process(uri, *args, conf=None, env=None, listen=None, expect_ready=True) -> (Popen, "host:port")``.
+#: ``proxy_process(uri, *args, conf=None, env=None, listen=None, expect_ready=True, verbose=False)
+#: -> (Popen, "host:port")`` (``verbose``: ``dlog -v``, INFO lines such as stream acquisitions in its log).
 StartProxy = Callable[..., tuple["subprocess.Popen[str]", str]]
 
 
@@ -130,9 +131,10 @@ def proxy_process(proxy_processes: list[ProxyProcess], tmp_path: Path) -> StartP
         env: dict[str, str] | None = None,
         listen: str | None = None,
         expect_ready: bool = True,
+        verbose: bool = False,
     ) -> tuple[subprocess.Popen[str], str]:
         settings = {**PROXY_CONF, **(conf or {})}
-        cmd = [sys.executable, "-m", "dlog", "--uri", uri, "proxy"]
+        cmd = [sys.executable, "-m", "dlog", *(["-v"] if verbose else []), "--uri", uri, "proxy"]
         if listen is not None:
             cmd += ["--listen", listen]
         for k, v in settings.items():

@@ -13,9 +13,6 @@ recovery).
 from __future__ import annotations
 
 import functools
-import queue
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,10 +25,11 @@ import pytest
 import storage
 from dl_proxy import ProxyClient
 from storage import DLSN
-from tests.proxy.conftest import PROXY_CONF, READY_TIMEOUT_S, ROOT, ProxyProcess, _env
+from tests.proxy.conftest import ProxyProcess, StartProxy
+from tests.proxy.test_client_proxies import read_all
 from tests.storage.observe import GENEROUS_S, finishes, wait_until
 from tests.storage.zk_relay import TcpRelay
-from tests.zk import _SERVER_KEY, ZooKeeperServer, find_zk_server_script
+from tests.zk import _SERVER_KEY, ZooKeeperServer, started_server
 
 CUT_S = 1.5
 ACKS = 200
@@ -39,58 +37,10 @@ ACKS = 200
 
 @pytest.fixture(scope="module")
 def private_zk() -> Iterator[ZooKeeperServer]:
-    script = find_zk_server_script()
-    if script is None:
-        pytest.fail("ZooKeeper is not installed", pytrace=False)
-    server = ZooKeeperServer(script)
-    try:
-        server.start()
-    except RuntimeError as e:
-        server.close()
-        pytest.fail(str(e), pytrace=False)
+    """A ZooKeeper server of this module's own (its connections are cut here)."""
+    server = started_server()
     yield server
     server.close()
-
-
-def _start_proxy(uri: str, conf: dict[str, object], log_path: Path, started: list[ProxyProcess]) -> ProxyProcess:
-    """``dlog -v --uri URI proxy --set K=V ...`` (INFO logging: stream acquisitions are logged), ready; added to
-    ``started`` (the ``proxy_processes`` fixture stops it)."""
-    cmd = [sys.executable, "-m", "dlog", "-v", "--uri", uri, "proxy"]
-    for k, v in {**PROXY_CONF, **conf}.items():
-        cmd += ["--set", f"{k}={v}"]
-    with open(log_path, "w") as log_file:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, text=True, env=_env(None), cwd=str(ROOT))
-    pp = ProxyProcess(proc, "", log_path)
-    started.append(pp)
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            pp.lines.put(line.rstrip("\n"))
-        pp.lines.put("")
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        line = pp.lines.get(timeout=READY_TIMEOUT_S)
-    except queue.Empty:
-        line = ""
-    prefix = "PROXY listening on "
-    assert line.startswith(prefix), f"proxy did not start (first line {line!r}); its log:\n{pp.log_text()[-4000:]}"
-    pp.address = line[len(prefix) :].strip()
-    return pp
-
-
-def _records(uri: str, name: str) -> list[storage.LogRecordWithDLSN]:
-    """The whole log, read once with the storage reader."""
-    with (
-        storage.open_namespace(uri, create=False) as ns,
-        ns.open_log(name) as dlm,
-        dlm.open_reader(storage.DLSN.INITIAL) as r,
-    ):
-        out: list[storage.LogRecordWithDLSN] = []
-        while got := r.read_bulk(10_000, non_blocking=True):
-            out.extend(got)
-        return out
 
 
 class _Writer:
@@ -145,7 +95,11 @@ class _Writer:
 
 
 def test_proxy_keeps_its_stream_through_a_short_zookeeper_disconnect(
-    private_zk: ZooKeeperServer, proxy_processes: list[ProxyProcess], tmp_path: Path, request: pytest.FixtureRequest
+    private_zk: ZooKeeperServer,
+    proxy_process: StartProxy,
+    proxy_processes: list[ProxyProcess],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     """zkSessionTimeoutSeconds=4, the proxy's connection to ZooKeeper cut for 1.5 s under continuous writes: every
     write acknowledged, read back once in order; the proxy log shows the stream acquired once, never stopped."""
@@ -154,13 +108,11 @@ def test_proxy_keeps_its_stream_through_a_short_zookeeper_disconnect(
     direct = f"distributedlog://{private_zk.hosts}{chroot}"
     storage.bind_namespace(direct, segments=f"file://{tmp_path / 'segments'}")
     with TcpRelay(private_zk.hosts) as relay:
-        proxy = _start_proxy(
-            f"distributedlog://{relay.hosts}{chroot}",
-            {"zkSessionTimeoutSeconds": 4},
-            tmp_path / "proxy.log",
-            proxy_processes,
+        _proc, address = proxy_process(
+            f"distributedlog://{relay.hosts}{chroot}", conf={"zkSessionTimeoutSeconds": 4}, verbose=True
         )
-        client = ProxyClient(proxies=[proxy.address], create_if_missing=True, record_sets=False, timeout_s=GENEROUS_S)
+        proxy = proxy_processes[-1]
+        client = ProxyClient(proxies=[address], create_if_missing=True, record_sets=False, timeout_s=GENEROUS_S)
         try:
             writer = _Writer(client, "blip")
             writer.thread.start()
@@ -181,6 +133,6 @@ def test_proxy_keeps_its_stream_through_a_short_zookeeper_disconnect(
         assert writer.errors == [], (writer.errors[:3], log_text[-3000:])
         assert log_text.count("acquired stream 'blip'") == 1, log_text[-3000:]
         assert "stops on this proxy" not in log_text, log_text[-3000:]
-    read = [(r.payload, r.dlsn) for r in _records(direct, "blip")]
+    read = [(r.payload, r.dlsn) for r in read_all(direct, "blip")]
     assert read == sorted(writer.acked, key=lambda a: a[1])  # each acknowledged record once, at its DLSN
     assert [p for p, _ in read] == [b"blip-%d" % n for n in range(1, len(read) + 1)]  # in send order

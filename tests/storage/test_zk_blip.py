@@ -42,7 +42,7 @@ from storage.metastore.zookeeper import ZooKeeperLock, ZooKeeperMetadataStore
 from tests.storage.observe import GENEROUS_S, finishes, wait_parked_in, wait_until
 from tests.storage.test_writer_reader import read_all
 from tests.storage.zk_relay import StateLog, TcpRelay
-from tests.zk import _SERVER_KEY, ZooKeeperServer, find_zk_server_script
+from tests.zk import _SERVER_KEY, ZooKeeperServer, started_server
 from tools.history import History, HistoryRecorder, check
 
 ZK_LOGGER = "storage.metastore.zookeeper"
@@ -67,15 +67,7 @@ ACKS_AFTER = 50
 @pytest.fixture(scope="module")
 def private_zk() -> Iterator[ZooKeeperServer]:
     """A ZooKeeper server of this module's own (sessions expired and connections cut here disturb no other test)."""
-    script = find_zk_server_script()
-    if script is None:
-        pytest.fail("ZooKeeper is not installed", pytrace=False)
-    server = ZooKeeperServer(script)
-    try:
-        server.start()
-    except RuntimeError as e:
-        server.close()
-        pytest.fail(str(e), pytrace=False)
+    server = started_server()
     yield server
     server.close()
 
