@@ -5,6 +5,8 @@ that stream held until its deadline, as a stuck segment store would hold it)."""
 
 from __future__ import annotations
 
+import grpc
+
 import storage
 from dl_proxy.proto import distributedlog_pb2 as pb
 from tests.proxy.conftest import StartProxy, stub
@@ -27,6 +29,16 @@ def test_a_stalled_stream_does_not_starve_the_others(zk_local_uri: str, proxy_pr
         # the healthy stream, with a deadline shorter than the stalled requests': served while they wait
         ok = s.write(pb.WriteRequest(stream="fine", data=b"ok"), timeout=10)
         assert ok.header.code == pb.SUCCESS, ok
-        codes = [f.result().header.code for f in stalled]
+        codes = [_code(f) for f in stalled]
     assert codes.count(pb.OVER_CAPACITY) >= 16, codes  # at most 4 waited
-    assert all(c in (pb.OVER_CAPACITY, pb.STREAM_NOT_READY) for c in codes), codes
+    # a waiting request is answered just before its deadline; on a busy machine that answer may arrive after it
+    assert all(c in (pb.OVER_CAPACITY, pb.STREAM_NOT_READY, "deadline") for c in codes), codes
+
+
+def _code(f: grpc.Future) -> int | str:
+    """The request's status code, or ``"deadline"`` when its answer came after the caller's deadline."""
+    try:
+        return int(f.result().header.code)
+    except grpc.RpcError as e:
+        assert e.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e
+        return "deadline"
