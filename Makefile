@@ -40,7 +40,7 @@ zookeeper:
 ## NATS JetStream for bench/bench_proxy.py's fan-in peer (Debian's nats-server; the benchmark starts a private
 ## server on loopback).
 nats:
-	@dpkg -s nats-server >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server)
+	@dpkg -s nats-server golang-go golang-github-nats-io-go-nats-dev >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server golang-go golang-github-nats-io-go-nats-dev)
 
 ## Ceph for the RADOS segment-store tests (Debian's Pacific packages; the tests start a private cluster on
 ## loopback with tools/ceph_cluster.py, no systemd, no mgr).

@@ -6,9 +6,14 @@ The server runs on 127.0.0.1 at a free port with JetStream on and its file store
 :class:`NatsServer` raises :class:`NatsUnsupportedError` with its message). Each benchmark run publishes to a FILE
 stream of its own with message-id deduplication (the ``Nats-Msg-Id`` header, a two-minute duplicate window).
 
-Producers are processes of their own (``python bench/_nats.py --producer JSON``), one ``nats-py`` connection each,
-publishing 1 KiB messages with ``js.publish`` and waiting for every acknowledgement, ``window`` publishes in flight
-(``window`` asyncio tasks, each publishing the producer's next message when its previous one is acknowledged).
+Producers are processes of their own, with either client, so the peer is measured at its best:
+
+* ``nats-py`` (``python bench/_nats.py --producer JSON``): one connection each, publishing 1 KiB messages with
+  ``js.publish`` and waiting for every acknowledgement, ``window`` publishes in flight (``window`` asyncio tasks, each
+  publishing the producer's next message when its previous one is acknowledged);
+* ``nats.go``, NATS' own Go client (``bench/nats_go/main.go``, built once per run from Debian's ``golang-go`` and
+  ``golang-github-nats-io-go-nats-dev``, offline): ``PublishMsgAsync`` with at most ``window`` unacknowledged.
+
 Each prints the same JSON summary as bench_proxy.py's producers: ``start``, ``end`` (wall clock), ``records``.
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -32,6 +38,11 @@ from _common import PAYLOAD, REPO, median
 DEFAULT_WINDOW = 256
 DUPLICATE_WINDOW_S = 120.0
 START_TIMEOUT_S = 30.0
+#: the clients every fan-in row is measured with
+CLIENTS = ("nats-py", "nats.go")
+GO_SOURCE = Path(__file__).resolve().parent / "nats_go" / "main.go"
+#: where Debian's golang-*-dev packages put their sources (GOPATH mode: no module download)
+DEBIAN_GOPATH = "/usr/share/gocode"
 
 
 class NatsUnsupportedError(RuntimeError):
@@ -153,17 +164,37 @@ def stream_messages(url: str, name: str) -> int:
     return asyncio.run(_stream_messages(url, name))
 
 
+def build_go_producer(workdir: Path) -> Path:
+    """Build ``bench/nats_go/main.go`` into ``workdir`` (offline, from Debian's Go packages); the binary's path.
+
+    Raises RuntimeError naming the missing packages when the Go toolchain or nats.go is not installed, or with the
+    compiler's output when the build fails."""
+    go = shutil.which("go")
+    if go is None or not Path(DEBIAN_GOPATH, "src/github.com/nats-io/nats.go").is_dir():
+        raise RuntimeError("the Go producer needs golang-go and golang-github-nats-io-go-nats-dev (make nats)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / "nats_go_producer"
+    env = dict(os.environ, GO111MODULE="off", GOPATH=DEBIAN_GOPATH, GOFLAGS="", GOCACHE=str(workdir / "go-cache"))
+    done = subprocess.run([go, "build", "-o", str(out), str(GO_SOURCE)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"go build of {GO_SOURCE} failed: {done.stderr.strip()}")
+    return out
+
+
 def run_nats_producers(
-    url: str, subject: str, producers: int, records: int, window: int = DEFAULT_WINDOW
+    url: str, subject: str, producers: int, records: int, window: int = DEFAULT_WINDOW, go_binary: Path | None = None
 ) -> list[dict[str, Any]]:
-    """``producers`` processes publishing ``records`` messages in all to ``subject``; their JSON summaries.
-    Raises RuntimeError when a producer fails."""
+    """``producers`` processes publishing ``records`` messages in all to ``subject`` (nats-py, or the Go producer
+    ``go_binary``); their JSON summaries. Raises RuntimeError when a producer fails."""
     go = time.time() + 3.0  # every producer starts publishing at this wall-clock time (after its imports)
     procs = []
     for i in range(producers):
         args = {"url": url, "subject": subject, "records": records // producers, "window": window, "go": go,
                 "producer": f"p{i}-{uuid.uuid4().hex[:8]}"}  # fmt: skip
-        cmd = [sys.executable, __file__, "--producer", json.dumps(args)]
+        if go_binary is not None:
+            cmd = [str(go_binary), json.dumps(args)]
+        else:
+            cmd = [sys.executable, __file__, "--producer", json.dumps(args)]
         procs.append(subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True))
     out = []
     for p in procs:
@@ -210,13 +241,15 @@ def producer_main(spec: str) -> int:
 
 def fanin(
     workdir: Path, counts: Sequence[int], records: int, reps: int, window: int = DEFAULT_WINDOW
-) -> tuple[list[tuple[bool, int, float]], list[str]]:
+) -> tuple[list[tuple[bool, str, int, float]], list[str]]:
     """Aggregate throughput of ``counts`` producer processes into one stream, measured as bench_proxy.py's proxy
-    rows (records / (last producer done - first producer started), the median of ``reps``), on the default server
-    and on one with ``sync_interval: always``. Rows ``(sync_always, producers, records/s)``, and notes (a variant the
-    server does not support). Raises RuntimeError when a stream does not hold exactly the published messages."""
-    rows: list[tuple[bool, int, float]] = []
+    rows (records / (last producer done - first producer started), the median of ``reps``), with each client of
+    CLIENTS, on the default server and on one with ``sync_interval: always``. Rows ``(sync_always, client,
+    producers, records/s)``, and notes (a variant the server does not support). Raises RuntimeError when a stream
+    does not hold exactly the published messages, or when the Go producer cannot be built."""
+    rows: list[tuple[bool, str, int, float]] = []
     notes: list[str] = []
+    go_binary = build_go_producer(workdir / "go")
     for sync_always in (False, True):
         try:
             server = NatsServer(workdir / ("sync-always" if sync_always else "default"), sync_always)
@@ -226,20 +259,24 @@ def fanin(
                          f"measured: the installed nats-server {nats_server_version()} refuses it ({why})")  # fmt: skip
             continue
         try:
-            for producers in counts:
-                rates = []
-                for r in range(reps):
-                    name, subject = f"FANIN_{producers}_{r}", f"fanin.{producers}.{r}"
-                    create_stream(server.url, name, subject)
-                    label = "sync_interval: always" if sync_always else "default sync"
-                    print(f"{producers} producers, NATS JetStream ({label}) ...", file=sys.stderr, flush=True)
-                    got = run_nats_producers(server.url, subject, producers, records, window)
-                    total = sum(g["records"] for g in got)
-                    stored = stream_messages(server.url, name) - producers  # less one warm-up per producer
-                    if stored != total or any(g["duplicates"] for g in got):
-                        raise RuntimeError(f"NATS stream {name} holds {stored} messages, {total} published")
-                    rates.append(total / (max(g["end"] for g in got) - min(g["start"] for g in got)))
-                rows.append((sync_always, producers, median(rates)))
+            for client in CLIENTS:
+                for producers in counts:
+                    rates = []
+                    for r in range(reps):
+                        tag = f"{client.replace('.', '').replace('-', '')}_{producers}_{r}"
+                        name, subject = f"FANIN_{tag}", f"fanin.{tag}"
+                        create_stream(server.url, name, subject)
+                        label = "sync_interval: always" if sync_always else "default sync"
+                        print(f"{producers} producers, NATS JetStream ({label}, {client}) ...", file=sys.stderr,
+                              flush=True)  # fmt: skip
+                        binary = go_binary if client == "nats.go" else None
+                        got = run_nats_producers(server.url, subject, producers, records, window, binary)
+                        total = sum(g["records"] for g in got)
+                        stored = stream_messages(server.url, name) - producers  # less one warm-up per producer
+                        if stored != total or any(g["duplicates"] for g in got):
+                            raise RuntimeError(f"NATS stream {name} holds {stored} messages, {total} published")
+                        rates.append(total / (max(g["end"] for g in got) - min(g["start"] for g in got)))
+                    rows.append((sync_always, client, producers, median(rates)))
         finally:
             server.stop()
     return rows, notes

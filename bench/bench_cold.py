@@ -61,7 +61,7 @@ from storage.log.offload import offload_log, offload_segment
 from storage.log.tiered import TieredSegmentStore
 from storage.segstore.rados import RadosLocation
 
-TARGET_COLD_RATIO = 0.7  # issue 22: cold reads >= 0.7 of the raw pyarrow.fs read of the same bytes
+TARGET_COLD_RATIO = 0.7  # cold reads >= 0.7 of the raw pyarrow.fs read of the same bytes
 RAW_CHUNK = 8 * MIB  # the cold reader's range size (storage.cold.segment_object.READ_CHUNK)
 LOG = "seg"
 

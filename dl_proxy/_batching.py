@@ -14,13 +14,14 @@ and answers one DLSN (member ``i`` is at its slot + ``i``). With ``record_sets=F
 ``writeBulk`` of separate records instead.
 
 A stream keeps its sealed, unanswered batches in sequence order (``unacked``). The client sends them in that
-order, several in flight at once; one that overtook an earlier one (OUT_OF_ORDER_SEQUENCE) waits until every
-earlier one is answered, then goes again. Consecutive batches waiting to be sent for the first time are merged
-into one request (up to the batch limits) when it goes, so a backlog (after a stall) drains in large requests;
-a batch that was sent once is resent as it was (a record set is stored whole or not at all, so a resend then
-repeats all of a stored request or none of it). A set that does not line up with what the proxy stored (a
-producer id reused by a client that batched differently) is answered RECORD_SET_SPLIT and goes again as
-separate records, each answered on its own.
+order, several in flight at once when they are large (a small batch waits for the request in flight and grows
+meanwhile, as Nagle's algorithm; a batch on an idle stream goes without lingering); one that overtook an earlier
+one (OUT_OF_ORDER_SEQUENCE) waits until every earlier one is answered, then goes again. Consecutive batches
+waiting to be sent for the first time are merged into one request (up to the batch limits) when it goes, so a
+backlog (after a stall) drains in large requests; a batch that was sent once is resent as it was (a record set
+is stored whole or not at all, so a resend then repeats all of a stored request or none of it). A set that does
+not line up with what the proxy stored (a producer id reused by a client that batched differently) is answered
+RECORD_SET_SPLIT and goes again as separate records, each answered on its own.
 
 Epochs: the stream's first request carries no epoch, only the client's instance token; the proxy answers the
 epoch it gave this instance (a new instance of the same producer id fences the older ones, see

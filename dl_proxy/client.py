@@ -111,13 +111,15 @@ class ProxyClient(AnswerHandling):
       an attempt may have stored it, else definitive), or :class:`~storage.errors.NoProxyReachableError` when no
       proxy could be reached at all (definitive).
     * batching: ``batch_max_records`` (1000), ``batch_max_bytes`` (512 KiB), ``linger_s`` (0.002: how long an
-      open batch waits for more records); ``record_sets`` (True: a batch of several records travels and is stored
-      as one DistributedLog record set, as DistributedLog's client batches; False: a ``writeBulk`` of separate
-      records, each its own record in the log); ``max_inflight`` (4 requests per stream, as Kafka's
-      producer allows 5; never more than the proxy's window, which it tells the client: every request the client
-      may resend is one the proxy remembers); ``max_pending_bytes`` (64 MiB buffered before ``write`` blocks, up
-      to ``timeout_s``, then raises OverCapacityError) and ``max_stream_pending_bytes`` (16 MiB: the same for one
-      stream, so a stuck stream never blocks writes to the others).
+      open batch waits for more records while a request of its stream is in flight; on an idle stream a batch
+      goes at once); ``record_sets`` (True: a batch of several records travels and is stored as one
+      DistributedLog record set, as DistributedLog's client batches; False: a ``writeBulk`` of separate records,
+      each its own record in the log); ``max_inflight`` (4 requests per stream, as Kafka's producer allows 5;
+      never more than the proxy's window, which it tells the client: every request the client may resend is one
+      the proxy remembers; only batches of at least half the batch limits are pipelined, a smaller one waits for
+      the request in flight and grows meanwhile); ``max_pending_bytes`` (64 MiB buffered before ``write``
+      blocks, up to ``timeout_s``, then raises OverCapacityError) and ``max_stream_pending_bytes`` (16 MiB: the
+      same for one stream, so a stuck stream never blocks writes to the others).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
       ``max_redirects`` (3 FOUND answers followed in a row before backing off).
     * ``create_if_missing`` (False): ask the proxy to create a missing log on first write.
@@ -520,7 +522,12 @@ class ProxyClient(AnswerHandling):
 
     def _after_write(self, st: StreamState, arm: list[Batch], sealed: bool) -> None:
         for b in arm:
-            self._loop.call_at(b.created + self._linger_s, self._linger_over, st, b)
+            with self._mu:
+                idle = st.open is b and st.inflight == 0 and not st.unacked
+            if idle:  # nothing of the stream is in flight or waiting: lingering would only delay this batch
+                self._loop.call_soon(self._linger_over, st, b)
+            else:
+                self._loop.call_at(b.created + self._linger_s, self._linger_over, st, b)
             self._loop.call_at(b.deadline, self._expire, st.name, b.written)
             self._loop.call_at(b.created + LOG_WAIT_S, self._log_slow, st, b)
         if sealed:
@@ -541,8 +548,9 @@ class ProxyClient(AnswerHandling):
 
     def _pump(self, st: StreamState) -> None:
         """Send what may go now: batches in sequence order, at most ``max_inflight`` (and the proxy's window) out,
-        a batch never sent only while fewer than the window went out since the oldest unanswered one, only the
-        first one while recovering, nothing before ``retry_at``; re-initialise first when that is due."""
+        a batch never sent only while fewer than the window went out since the oldest unanswered one (and, while a
+        request is in flight, only if it is large: :meth:`_pipelines`), only the first one while recovering,
+        nothing before ``retry_at``; re-initialise first when that is due."""
         sends: list[tuple[Batch, str]] = []
         with self._mu:
             if self._closed:
@@ -578,6 +586,8 @@ class ProxyClient(AnswerHandling):
                     break  # a proxy new to this stream gets one request until it answers (it may not know us yet)
                 if b.attempts == 0:
                     self._merge_following(st, i)
+                    if st.inflight and not self._pipelines(b):
+                        break  # a small batch waits for the request in flight, taking what is written meanwhile
                     b.ordinal = st.next_ordinal
                     st.next_ordinal += 1
                 b.state, b.target, b.after_ooo = BatchState.IN_FLIGHT, target, False
@@ -621,6 +631,13 @@ class ProxyClient(AnswerHandling):
                 "again (they could be stored twice): their outcome is unknown"
             )
             self._finish(st, b, [err] * len(b))
+
+    def _pipelines(self, b: Batch) -> bool:
+        """Whether ``b`` (never sent, merged) may go while another request of its stream is in flight: when it
+        holds at least half the batch limits (records or bytes). A smaller batch waits for the answer and grows
+        meanwhile (as Nagle's algorithm), so a stream under moderate load sends one request per round trip instead
+        of several small ones, each costing the proxy a request; under full load the batches fill and pipeline."""
+        return 2 * len(b) >= self._max_records or 2 * b.nbytes >= self._max_bytes
 
     def _merge_following(self, st: StreamState, i: int) -> None:
         """Merge into ``st.unacked[i]`` (about to be sent) the waiting batches right after it, and the open batch

@@ -49,6 +49,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from typing import Any
@@ -400,7 +401,7 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
             return self._header(e), []
         try:
             # one entry: every record is durable at once (the last future resolves last)
-            _wait_logged(futs[-1].exception, _budget(context), f"the append of {stream!r} to be durable")
+            _wait_logged(_settled_wait(futs[-1]), _budget(context), f"the append of {stream!r} to be durable")
             dlsns = [f.result(0) for f in futs]
         except FutureTimeout:
             return pb.ResponseHeader(
@@ -592,6 +593,20 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
                 )
             self.core.set_accepting(bool(request.enabled))
             return pb.SetAcceptNewStreamResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
+
+
+def _settled_wait(fut: Future[DLSN]) -> Callable[[float], None]:
+    """``wait(timeout_s)`` for ``fut`` to settle (raises FutureTimeout when it does not in time), waking only the
+    calling thread: a storage future's own wait sleeps on the condition all futures of its writer share, so every
+    acknowledgement of a stream would wake every request thread waiting on that stream."""
+    settled = threading.Event()
+    fut.add_done_callback(lambda _f: settled.set())
+
+    def wait(timeout_s: float) -> None:
+        if not settled.wait(timeout_s):
+            raise FutureTimeout()
+
+    return wait
 
 
 def _budget(context: grpc.ServicerContext) -> float:

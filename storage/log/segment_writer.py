@@ -8,7 +8,10 @@ to its DLSN ``(lssn, entry_id, slot)`` once its entry is durable.
 Visibility follows BookKeeper's LAC rule (spec §6.4): an entry becomes readable only when a
 later entry is appended. ``commit`` therefore writes a *control record* (payload
 ``"control"``, flag CONTROL, never packed with user records) after the data it publishes has
-been acknowledged. Control records do not advance the position counter.
+been acknowledged. Control records do not advance the position counter. Any entry transmitted
+after an acknowledgement publishes it too (its frame carries the ledger's LAC, which the store
+advances before it reports), so an acknowledged entry needs a control record only when nothing
+was transmitted after it: the immediate-flush commit is asked for only then.
 
 Acknowledgements: the writer registers one ack listener on its ledger writer and appends
 with ``append_nowait``, so the segment store reports each group commit once (a run of entry
@@ -273,6 +276,9 @@ class SegmentWriter:
         if self.error is not None:
             self._group.resolve(packet[0], exc=self.error)
             return
+        with self._ack_lock:
+            # this entry's frame carries the LAC, which covers every entry acked so far: it publishes them
+            self._control_covers = self._last_acked_data_entry
         self._unacked.append(packet)  # before the append: its ack may come at once
         try:
             self.ledger.append_nowait(data)
@@ -332,12 +338,15 @@ class SegmentWriter:
                 last_data = (entry_id, dlsn_slot)
                 user_acked = user_acked or has_user
             entry_id += 1
+        last_one = True
         if last_data is not None:
             with self._ack_lock:
                 self.last_acked_user_dlsn = DLSN(lssn, last_data[0], last_data[1])
                 self._last_acked_data_entry = last_data[0]
+                # entries transmitted after these publish them (piggy-backed LAC): no commit needed now
+                last_one = self._transmitted <= entry_id
         self._group.resolve(futures, results)
-        if user_acked:
+        if user_acked and last_one:
             for cb in self.on_data_acked:
                 cb()
 

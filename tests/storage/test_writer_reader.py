@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import storage
@@ -102,6 +104,23 @@ def test_immediate_flush_makes_each_write_visible(ns: storage.Namespace) -> None
         dlsn = w.write(LogRecord(t, payload(t))).result(10)
         rec = r.read_next().result(10)
         assert rec.dlsn == dlsn and rec.txid == t
+    r.close()
+    w.close()
+
+
+def test_immediate_flush_publishes_every_entry_of_a_burst(ns: storage.Namespace) -> None:
+    # entries written back to back publish each other (each frame carries the LAC); the last one still gets its
+    # control record, so a tailing reader sees every acknowledged record
+    dlm = ns.open_log("burst", {"enableImmediateFlush": True, "writerOutputBufferSize": 0})
+    w = dlm.open_async_writer()
+    futures = [w.write(LogRecord(t, payload(t))) for t in range(1, 201)]
+    dlsns = [f.result(10) for f in futures]
+    r = dlm.open_async_reader(DLSN.INITIAL)
+    got: list[storage.LogRecordWithDLSN] = []
+    deadline = time.monotonic() + 10
+    while len(got) < len(dlsns) and time.monotonic() < deadline:
+        got.extend(r.read_bulk(len(dlsns), timeout_s=0.1).result(10))
+    assert [x.dlsn for x in got] == dlsns
     r.close()
     w.close()
 
