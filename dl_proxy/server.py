@@ -168,7 +168,7 @@ class ProxyServer:
         listen: str = "127.0.0.1:0",
         tls: TlsFiles | None = None,
         token: str | None = None,
-        threads: int = 64,
+        threads: int = 128,
         advertise: str | None = None,
     ) -> None:
         host, port = parse_listen(listen)
@@ -265,7 +265,7 @@ def run(
     listen: str = "127.0.0.1:0",
     tls: TlsFiles | None = None,
     token: str | None = None,
-    threads: int = 64,
+    threads: int = 128,
     advertise: str | None = None,
 ) -> None:
     """Run a proxy until SIGTERM/SIGINT (main thread only): prints ``PROXY listening on HOST:PORT`` once serving.

@@ -19,7 +19,13 @@ from dl_spark.errors import DataLossError, QueryFencedError, SinkOptionError, So
 from dl_spark.offsets import decode_offsets, dlsn_to_offset, encode_offsets, offset_to_dlsn
 from dl_spark.reading import SCHEMA, SCHEMA_DDL
 from dl_spark.session import spark_session
-from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, last_commit
+from dl_spark.sink import (
+    DistributedLogBatchWriter,
+    DistributedLogStreamWriter,
+    SinkCommitMessage,
+    last_commit,
+    writer_commits,
+)
 from dl_spark.source import DistributedLogDataSource, DistributedLogReader, DistributedLogStreamReader
 
 __all__ = [
@@ -42,6 +48,7 @@ __all__ = [
     "offset_to_dlsn",
     "register",
     "spark_session",
+    "writer_commits",
 ]
 
 

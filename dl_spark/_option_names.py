@@ -60,6 +60,8 @@ SINK_OPTIONS: tuple[str, ...] = (
     "checkpointLocation",
     "stagingRetentionMs",
     "compressionType",
+    "writerId",
+    "writerVersion",
     "queryName",
     *SPARK_OPTIONS,
 )

@@ -8,7 +8,12 @@ A streaming batch publishes, atomically with its rows, a commit record on every 
      "runs": ["<older run id>", ..., "<runId>"],           # recent runs of this query id
      "rows": 1234}
 
-A batch ``df.write`` job publishes ``{"queryId": null, "batchId": null, "jobId": "<uuid>", "rows": n}``.
+A batch ``df.write`` job publishes ``{"queryId": null, "batchId": null, "jobId": "<uuid>", "rows": n}``, with
+``"writerId"`` and ``"writerVersion"`` when it was given those options (an idempotent job).
+
+Each writer's latest record is also kept as its own exactly-once state (:mod:`storage.log.writer_state`), under
+the key ``query:<queryId>`` or ``job:<writerId>``: the rules below see the writer's own previous record, whatever
+other writers published to the log after it.
 
 :func:`decide_stream` is the exactly-once and fencing rule (Delta's ``SetTransaction`` idea plus a
 run history): a batch id already in for the same query id is skipped; an older run of the query id
@@ -30,7 +35,15 @@ from urllib.parse import unquote, urlparse
 
 from dl_spark.errors import QueryFencedError
 
-__all__ = ["MAX_RUNS", "BatchInfo", "decide_stream", "local_checkpoint_path", "read_batch_info", "read_query_id"]
+__all__ = [
+    "MAX_RUNS",
+    "BatchInfo",
+    "decide_batch",
+    "decide_stream",
+    "local_checkpoint_path",
+    "read_batch_info",
+    "read_query_id",
+]
 
 #: Run ids of a query id kept in its commit records (older ones can no longer be recognised as zombies).
 MAX_RUNS = 64
@@ -106,6 +119,17 @@ def read_query_id(checkpoint: str | None) -> str | None:
         return None
     value = doc.get("id") if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
+
+
+def decide_batch(previous: Mapping[str, Any] | None, commit: Mapping[str, Any]) -> bool:
+    """Whether a ``df.write`` job publishes on top of its writer's ``previous`` record: always without a
+    ``writerId``; with one, only when its ``writerVersion`` is above the version last published under that id
+    (a retried run is skipped, as Delta's ``txnAppId`` / ``txnVersion``)."""
+    writer_id = commit.get("writerId")
+    if writer_id is None or previous is None or previous.get("writerId") != writer_id:
+        return True
+    last = previous.get("writerVersion")
+    return not (isinstance(last, int) and last >= int(commit["writerVersion"]))
 
 
 def decide_stream(

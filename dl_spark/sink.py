@@ -64,11 +64,11 @@ from pyspark.sql.types import (
 from dl_spark import _handles
 from dl_spark._option_names import CONF_PREFIX, check_sink_option_names, conf_options
 from dl_spark._reporting import reported
-from dl_spark.commits import decide_stream, read_batch_info, read_query_id
+from dl_spark.commits import decide_batch, decide_stream, read_batch_info, read_query_id
 from dl_spark.errors import SinkOptionError
 from storage.errors import EndOfStreamError, InvalidStreamNameError, LogNotFoundError, NoNodeError
 from storage.formats.recordset import CompressionCodec, codec_from_name
-from storage.log.layout import join
+from storage.log.layout import LogMetadata, join
 from storage.log.names import validate_log_name
 from storage.log.namespace import Namespace
 from storage.log.staging import (
@@ -83,6 +83,7 @@ from storage.log.staging import (
     stage_arrow,
     sweep,
 )
+from storage.log.writer_state import MAX_KEY_LENGTH, list_states
 
 __all__ = [
     "DistributedLogBatchWriter",
@@ -92,12 +93,16 @@ __all__ = [
     "check_target_not_sealed",
     "last_commit",
     "parse_sink_options",
+    "writer_commits",
 ]
 
 log = logging.getLogger(__name__)
 
 #: ``stagingRetentionMs`` default: staged ledgers older than this are orphans (their task died).
 DEFAULT_STAGING_RETENTION_MS = 60 * 60 * 1000
+#: writer keys of the per-writer exactly-once state (storage.log.writer_state)
+_QUERY_PREFIX = "query:"
+_JOB_PREFIX = "job:"
 _INTEGRAL = (LongType, IntegerType, ShortType, ByteType)
 
 
@@ -117,6 +122,9 @@ class SinkOptions:
     codec: int | None = None
     #: DistributedLog configuration of the namespace (``dlog.<key>`` options), checked.
     conf: tuple[tuple[str, Any], ...] = ()
+    #: ``writerId`` + ``writerVersion``: an idempotent batch job (Delta's txnAppId + txnVersion).
+    writer_id: str | None = None
+    writer_version: int | None = None
 
     def namespace(self) -> Namespace:
         """This process's namespace handle for these options (see :mod:`dl_spark._handles`)."""
@@ -130,7 +138,9 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         SinkOptionError: no ``uri``; an invalid ``stream`` name; no ``value`` column or one that is
             not BINARY/STRING; neither a ``stream`` option nor a STRING ``stream`` column; a
             ``txid`` column that is not integral; a bad ``stagingRetentionMs`` or ``compressionType``;
-            an unknown option (naming the closest valid one).
+            ``writerId`` without ``writerVersion`` (or the other way round), an empty or too long
+            ``writerId``, a ``writerVersion`` that is not a non-negative integer; an unknown option
+            (naming the closest valid one).
     """
     conf = conf_options(options, SinkOptionError)
     check_sink_option_names({k: v for k, v in options.items() if not str(k).lower().startswith(CONF_PREFIX)})
@@ -181,9 +191,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         codec = codec_from_name(raw_codec.lower())
         if codec is CompressionCodec.UNKNOWN:
             raise SinkOptionError(f"option compressionType must be none or lz4, got {raw_codec!r}")
+    writer_id, writer_version = _writer_options(opts)
     return SinkOptions(
         uri=uri,
         stream=stream,
+        writer_id=writer_id,
+        writer_version=writer_version,
         checkpoint=str(checkpoint) if checkpoint else None,
         staging_retention_ms=int(raw_ret),
         value_is_string=isinstance(value.dataType, StringType),
@@ -192,6 +205,48 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
         codec=None if codec is None else int(codec),
         conf=tuple(sorted(conf.items())),
     )
+
+
+def _writer_options(opts: Mapping[str, object]) -> tuple[str | None, int | None]:
+    """``(writerId, writerVersion)``, both or neither. Raises SinkOptionError (see parse_sink_options)."""
+    raw_id, raw_version = opts.get("writerid"), opts.get("writerversion")
+    if raw_id is None and raw_version is None:
+        return None, None
+    if raw_id is None or raw_version is None:
+        raise SinkOptionError(
+            "options writerId and writerVersion go together: writerId names the job, writerVersion (a number that "
+            "grows with each new run of it) says which run; a run whose version is not above the last published "
+            "one is skipped"
+        )
+    writer_id = str(raw_id).strip()
+    if not writer_id or len(writer_id) > MAX_KEY_LENGTH - len(_JOB_PREFIX):
+        raise SinkOptionError(f"option writerId must be 1 to {MAX_KEY_LENGTH - len(_JOB_PREFIX)} characters")
+    text = str(raw_version).strip()
+    if not text.isdigit():
+        raise SinkOptionError(f"option writerVersion must be a non-negative integer, got {raw_version!r}")
+    return writer_id, int(text)
+
+
+def writer_commits(uri: str, log: str) -> list[dict[str, object]]:
+    """The latest commit record of every writer that published to ``log`` with exactly-once state (streaming
+    queries, batch jobs with a ``writerId``), most recent first; empty when there is none or no such log.
+
+    Raises:
+        InvalidStreamNameError, MetadataError. NamespaceNotFoundError: no namespace at ``uri``.
+    """
+    ns = _handles.namespace(uri, create=False)
+    try:
+        meta = LogMetadata(ns.metastore, ns.paths_of(validate_log_name(log)))
+        meta.ensure_exists()
+    except LogNotFoundError:
+        return []
+    states: list[dict[str, object]] = list(list_states(ns.metastore, meta).values())
+    return sorted(states, key=_committed_ms, reverse=True)
+
+
+def _committed_ms(state: Mapping[str, object]) -> int:
+    at = state.get("committedMs")
+    return at if isinstance(at, int) else 0
 
 
 def last_commit(uri: str, log: str) -> dict[str, object] | None:
@@ -520,10 +575,18 @@ class _Writer:
         make_commit: Callable[[str, list[StagedSegment]], dict[str, object]],
         decide: Callable[[dict[str, object] | None, dict[str, object], str], bool],
         match: Callable[[dict[str, Any]], bool],
+        writer: str | None,
     ) -> None:
+        """Publish every target log in one transaction; ``writer``: the key of this writer's exactly-once state
+        (``decide`` then sees its own latest commit, whatever other writers published since). Txids the sink
+        assigned are raised to the log's last one when another writer published higher ones meanwhile."""
         ns = self.opts.namespace()
         self._sweep(ns, match, keep={s.ledger_id for segs in targets.values() for s in segs})
-        items = [PublishItem(name, segs, make_commit(name, segs)) for name, segs in targets.items()]
+        rebase = not self.opts.has_txid_column
+        items = [
+            PublishItem(name, segs, make_commit(name, segs), writer=writer, rebase_txids=rebase, codec=self.opts.codec)
+            for name, segs in targets.items()
+        ]
         commits = {item.log: item.commit for item in items}
 
         def decide_one(name: str, prev: dict[str, object] | None) -> bool:
@@ -552,7 +615,13 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
 
     def __init__(self, opts: SinkOptions) -> None:
         """Raises EndOfStreamError: the ``stream`` option names a sealed log (see
-        :func:`check_target_not_sealed`)."""
+        :func:`check_target_not_sealed`). SinkOptionError: ``writerId`` was given (a streaming query's
+        identity is its checkpoint's query id)."""
+        if opts.writer_id is not None:
+            raise SinkOptionError(
+                "options writerId and writerVersion are for df.write jobs: a streaming query is already exactly "
+                "once under its checkpoint's query id; remove them"
+            )
         check_target_not_sealed(opts)
         self.opts = opts
         self.created_ms = int(time.time() * 1000)
@@ -595,7 +664,8 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
                 log.info("batch %s of query %s is already in log %r: skipped", batchId, query_id, name)
             return go
 
-        self._publish_all(targets, make_commit, decide, _batch_match(query_id, batchId))
+        writer = _QUERY_PREFIX + query_id if query_id else None
+        self._publish_all(targets, make_commit, decide, _batch_match(query_id, batchId), writer)
 
     @reported
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
@@ -630,11 +700,29 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
             Storage errors.
         """
         targets = self._targets(_messages(messages))
+        opts = self.opts
 
         def make_commit(name: str, segs: list[StagedSegment]) -> dict[str, object]:
-            return {"queryId": None, "batchId": None, "jobId": self.job_id, "rows": sum(s.record_count for s in segs)}
+            commit: dict[str, object] = {"queryId": None, "batchId": None, "jobId": self.job_id}
+            if opts.writer_id is not None:
+                commit.update(writerId=opts.writer_id, writerVersion=opts.writer_version)
+            commit["rows"] = sum(s.record_count for s in segs)
+            return commit
 
-        self._publish_all(targets, make_commit, lambda prev, commit, name: True, self._job_match)
+        def decide(prev: dict[str, object] | None, commit: dict[str, object], name: str) -> bool:
+            go = decide_batch(prev, commit)
+            if not go:
+                log.info(
+                    "writer %r version %s is already in log %r (version %s): skipped",
+                    opts.writer_id,
+                    opts.writer_version,
+                    name,
+                    None if prev is None else prev.get("writerVersion"),
+                )
+            return go
+
+        writer = None if opts.writer_id is None else _JOB_PREFIX + opts.writer_id
+        self._publish_all(targets, make_commit, decide, self._job_match, writer)
 
     @reported
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]

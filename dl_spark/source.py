@@ -100,12 +100,13 @@ def _check_schema(schema: StructType | None) -> None:
 
 
 def _committed_positions(opts: SourceOptions, out_log: str) -> dict[str, DLSN]:
-    """The source positions of this source's logs recorded by the sink in ``out_log``'s latest
-    commit (``startingOffsets=committed:<log>``).
+    """The source positions of this source's logs recorded by the sink in ``out_log``
+    (``startingOffsets=committed:<log>``): from the log's latest commit, else from the most recent
+    commit of any writer of the log that holds some (several queries may write to one log).
 
     Raises:
-        SourceOptionError: the sink is not available, ``out_log`` has no commit, or the commit
-            holds no positions of this source's logs.
+        SourceOptionError: the sink is not available, ``out_log`` has no commit, or no commit
+            holds positions of this source's logs.
     """
     import dl_spark
 
@@ -115,6 +116,21 @@ def _committed_positions(opts: SourceOptions, out_log: str) -> dict[str, DLSN]:
     commit = last_commit(opts.uri, out_log)
     if commit is None:
         raise SourceOptionError(f"startingOffsets=committed:{out_log}: log {out_log!r} has no sink commit")
+    found = _positions_in(opts, commit)
+    if not found:
+        for other in dl_spark.writer_commits(opts.uri, out_log):
+            found = _positions_in(opts, other)
+            if found:
+                break
+    if not found:
+        raise SourceOptionError(
+            f"startingOffsets=committed:{out_log}: no commit of log {out_log!r} holds positions of this source's logs"
+        )
+    return found
+
+
+def _positions_in(opts: SourceOptions, commit: Mapping[str, Any]) -> dict[str, DLSN]:
+    """The positions of this source's logs in one commit record."""
     found: dict[str, DLSN] = {}
 
     def visit(value: Any) -> None:
@@ -137,10 +153,6 @@ def _committed_positions(opts: SourceOptions, out_log: str) -> dict[str, DLSN]:
                 visit(v)
 
     visit(commit)
-    if not found:
-        raise SourceOptionError(
-            f"startingOffsets=committed:{out_log}: the latest commit holds no positions of this source's logs"
-        )
     return found
 
 

@@ -49,7 +49,7 @@ def _overrides(conf: Config, settings: tuple[str, ...]) -> Config:
     type=click.Path(dir_okay=False),
     help=f"File holding the shared auth token (default: ${TOKEN_ENV}); clients send 'authorization: Bearer TOKEN'.",
 )
-@click.option("--threads", type=click.IntRange(1, 4096), default=64, show_default=True, help="Request threads.")
+@click.option("--threads", type=click.IntRange(1, 4096), default=128, show_default=True, help="Request threads.")
 @click.option(
     "--set",
     "settings",

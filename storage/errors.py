@@ -171,6 +171,11 @@ class AlreadyTruncatedTransactionError(DLError):
     code = 511
 
 
+class WriterStateExpiredError(AlreadyTruncatedTransactionError):
+    """A writer of a log that several writers publish to came back after its exactly-once state expired
+    (``writerStateRetentionHours``): its batch cannot be told apart from one already published, so it is refused."""
+
+
 class CorruptedEntryError(DLError):
     """An entry failed its checksum or could not be decoded; never returned as data."""
 

@@ -350,6 +350,7 @@ class Config:
     max_log_segment_bytes = _Prop("maxLogSegmentBytes", int)
     log_segment_retention_hours = _Prop("logSegmentRetentionHours", float)  # int unless set to a fraction
     explicit_truncation_by_app = _Prop("explicitTruncationByApp", bool)
+    writer_state_retention_hours = _Prop("writerStateRetentionHours", float)
     retention_ignores_subscribers = _Prop("retentionIgnoresSubscribers", bool)
     # locking
     write_lock_enabled = _Prop("writeLockEnabled", bool)

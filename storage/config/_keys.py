@@ -280,6 +280,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _b("retentionIgnoresSubscribers", False, "Purges (logSegmentRetentionHours, purge_older_than, dlog purge) "
         "may delete segments a recorded subscriber has not read yet (this project's key; DistributedLog's purge "
         "does not look at subscribers).", "segments", impl=True),
+    _f("writerStateRetentionHours", 0.0, "Expire the exactly-once state of a writer (a Spark streaming query, a "
+        "batch job with a writer id) that has not published to a log for this many hours (<= 0 = keep it for "
+        "ever); a writer coming back after its state expired is refused.", "segments", impl=True),
     _b("explicitTruncationByApp", False, "Retention deletes only segments the application truncated; no time-based "
         "deletion of the rest.", "segments", impl=True),
     _i("logSegmentRollingConcurrency", 1, "How many log segments may be rolled at the same time (<= 0 = unlimited).",
@@ -501,9 +504,10 @@ _SPECS: tuple[KeySpec, ...] = (
         "the proxy remembers (sequences, checksum, DLSN) to answer resends; clients are told it and keep at most "
         "this many requests outstanding per stream (Kafka's max.in.flight.requests.per.connection).", "proxy",
         impl=True, min=1, max=64),
-    _i("proxyMaxWaitingRequestsPerStream", 16, "Write requests of one stream a proxy lets wait at once (for "
+    _i("proxyMaxWaitingRequestsPerStream", 64, "Write requests of one stream a proxy lets wait at once (for "
         "the acquisition, their turn, durability); more are answered OVER_CAPACITY at once, so a stalled stream "
-        "holds a bounded share of the proxy's RPC threads (--threads, 64); <= 0 = no limit.", "proxy", impl=True),
+        "holds a bounded share of the proxy's RPC threads (--threads, 128); <= 0 = no limit. Fan-in of N producers "
+        "into one stream keeps up to N x 4 requests waiting.", "proxy", impl=True),
     _i("proxyMaxProducersPerStream", 10000, "Idempotent producers: most producers a stream remembers; over it the "
         "least recently active is forgotten (a resend of its is answered PRODUCER_STATE_LOST, outcome unknown, and "
         "its client starts a new epoch).", "proxy", impl=True, min=1),

@@ -43,9 +43,11 @@ from storage.errors import (
     WriteCancelledError,
 )
 from storage.formats.arrow_entries import check_txids, encode_entries
+from storage.formats.entry import decode_entry_columns
 from storage.formats.record import MAX_LOGRECORDSET_SIZE, MAX_TXID
 from storage.formats.recordset import codec_from_name
 from storage.formats.segment_metadata import LogSegmentMetadata, compute_start_sequence_id
+from storage.log import writer_state
 from storage.log.layout import LogMetadata, join
 from storage.log.names import validate_log_name
 from storage.log.namespace import Namespace
@@ -378,11 +380,22 @@ class Published:
 
 @dataclass
 class PublishItem:
-    """One log's part of :func:`publish_many`: its staged ledgers (in order) and its commit record."""
+    """One log's part of :func:`publish_many`: its staged ledgers (in order) and its commit record.
+
+    ``writer``: the key of the publishing writer (a streaming query id, a batch job's writer id) when several
+    writers may publish to the log: ``decide`` then gets that writer's own latest commit record
+    (:mod:`storage.log.writer_state`), whatever others committed since, and it is updated in the same
+    transaction. ``rebase_txids``: the staged txids were assigned by the publisher, not given by the user; if
+    another writer published higher txids meanwhile, the records are restaged with the log's last txid (so a
+    late or replayed batch never fails on txid order), compressed with ``codec``.
+    """
 
     log: str
     staged: Sequence[StagedSegment]
     commit: dict[str, object]
+    writer: str | None = None
+    rebase_txids: bool = False
+    codec: int | None = None
 
 
 def publish(
@@ -412,12 +425,16 @@ def publish_many(
     logs or none. Takes every log's write lock (in name order), recovers any in-progress segment,
     then asks ``decide(log, previous commit)`` whether that log goes on: False skips it (its
     staged ledgers are discarded once the others are in), raising refuses all. ``decide`` may
-    complete the log's commit dict, which is serialised only after it returns.
+    complete the log's commit dict, which is serialised only after it returns. The previous commit
+    is the item's writer's own latest one when it names a ``writer`` that has one, else the log's
+    latest commit record.
 
     Raises:
-        InvalidArgumentError: a log named twice. OwnershipAcquireFailedError: a writer owns a log.
+        InvalidArgumentError: a log named twice, a bad writer key. OwnershipAcquireFailedError: a writer owns a log.
         EndOfStreamError: a log was sealed (``mark_end_of_stream``): nothing is published.
-        TransactionIdOutOfOrderError: staged txids below the log's last txid or out of order.
+        TransactionIdOutOfOrderError: staged txids (not ``rebase_txids``) below the log's last txid (the message
+            names the writer of the log's latest commit) or out of order.
+        WriterStateExpiredError: an item's writer comes back after its state expired.
         MetadataVersionError / NoNodeError: a log changed under the transaction, or a staged
         ledger was discarded meanwhile (nothing is published). Whatever ``decide`` raises.
     """
@@ -427,6 +444,7 @@ def publish_many(
         raise InvalidArgumentError(f"publish names a log twice: {sorted(names)}")
     ordered = sorted(zip(names, items, strict=True), key=lambda pair: pair[0])
     locks = []
+    restaged: list[int] = []  # copies made by rebasing txids: discarded unless published
     try:
         ops: list[Op] = []
         results: dict[str, Published] = {}
@@ -439,26 +457,104 @@ def publish_many(
             WriteHandler(meta, ns.segstore, cfg, lock).recover()
             commit_path = join(meta.paths.root, COMMIT_NODE)
             current = ns.metastore.exists(commit_path)
-            previous = read_commit(ns, name) if current is not None else None
+            latest = read_commit(ns, name) if current is not None else None
+            previous, state_version = latest, None
+            if item.writer is not None:
+                state, state_version = writer_state.read_state(ns.metastore, meta, item.writer)
+                previous = state if state is not None else latest
             if not decide(name, previous):
                 skipped += [s.ledger_id for s in item.staged]
                 results[name] = Published([], skipped=True)
                 continue
-            log_ops, created = _publish_ops(ns, meta, item.staged, cfg)
+            staged = item.staged
+            if item.rebase_txids:
+                staged, replaced = _rebase_txids(ns, meta, staged, item.codec)
+                restaged += [s.ledger_id for s in staged] if replaced else []
+                skipped += replaced  # the originals: discarded once the copies are in
+            try:
+                log_ops, created = _publish_ops(ns, meta, staged, cfg)
+            except TransactionIdOutOfOrderError as e:
+                raise TransactionIdOutOfOrderError(
+                    f"{e} (the log's latest commit: {_describe_writer(latest)}); txids of a log are non-decreasing "
+                    "across every writer: give this writer's txid column values at or above the other writers', or "
+                    "drop the column (the sink then assigns txids)",
+                    txid=e.txid,
+                    last_txid=e.last_txid,
+                ) from None
             data = json.dumps(item.commit, sort_keys=True).encode()  # after decide(), which may complete it
             log_ops.append(SetData(commit_path, data, current) if current is not None else Create(commit_path, data))
+            if item.writer is not None:
+                log_ops += writer_state.state_ops(ns.metastore, meta, item.writer, item.commit, state_version)
             ops += log_ops
             results[name] = Published(created, skipped=False)
         if ops:
             ns.metastore.multi(ops)
+        restaged = []
         discard(ns, skipped)
-        for name, _item in ordered:  # still under the locks: no writer of these logs runs a purge now
+        for name, item in ordered:  # still under the locks: no writer of these logs runs a purge now
             if not results[name].skipped:
                 _apply_retention(ns, name, cfg)
+                if item.writer is not None:
+                    _expire_writers(ns, name, cfg)
         return {item.log: results[name] for name, item in zip(names, items, strict=True)}
     finally:
+        if restaged:
+            discard(ns, restaged)
         for lock in reversed(locks):
             lock.release()
+
+
+def _describe_writer(commit: Mapping[str, object] | None) -> str:
+    """Who published ``commit`` (a log's latest commit record), for error messages."""
+    if commit is None:
+        return "none"
+    if commit.get("queryId"):
+        return f"streaming query {commit.get('queryId')} batch {commit.get('batchId')}"
+    if commit.get("writerId"):
+        return f"batch job with writer id {commit.get('writerId')!r} version {commit.get('writerVersion')}"
+    return f"batch job {commit.get('jobId')}"
+
+
+def _rebase_txids(
+    ns: Namespace, meta: LogMetadata, staged: Sequence[StagedSegment], codec: int | None
+) -> tuple[Sequence[StagedSegment], list[int]]:
+    """``staged`` (publisher-assigned txids) as it can be published on the locked log: itself when its txids
+    are at or above the log's last txid, else copies with every record at the log's last txid. Returns the
+    segments to publish and the ledger ids they replace (empty: no copy).
+
+    Raises:
+        SegmentStoreError, MetadataError, CorruptedEntryError (an unreadable staged ledger).
+    """
+    last = meta.max_txid().value
+    if not staged or staged[0].first_txid >= last:
+        return staged, []
+    copies: list[StagedSegment] = []
+    try:
+        for s in staged:
+            chunks = ((pa.array(p, pa.binary()), last) for p in _staged_payloads(ns, s))
+            copy = stage_arrow(ns, chunks, tag={"rebased": s.ledger_id}, codec=codec)
+            if copy is not None:
+                copies.append(copy)
+    except BaseException:
+        discard(ns, [c.ledger_id for c in copies])
+        raise
+    log.info(
+        "log %r: %d staged ledger(s) restaged at txid %d (another writer published higher txids meanwhile)",
+        meta.paths.name,
+        len(copies),
+        last,
+    )
+    return copies, [s.ledger_id for s in staged]
+
+
+def _staged_payloads(ns: Namespace, s: StagedSegment) -> Iterator[list[bytes]]:
+    """The payloads of a staged ledger's records, an entry at a time."""
+    if s.record_count == 0 or s.last_entry_id < 0:
+        return
+    for _entry_id, data in ns.segstore.read_entries(s.ledger_id, 0, s.last_entry_id):
+        payloads = decode_entry_columns(data, include_control=False).payloads
+        if payloads:
+            yield payloads
 
 
 def _apply_retention(ns: Namespace, name: str, cfg: Config) -> None:
@@ -473,6 +569,15 @@ def _apply_retention(ns: Namespace, name: str, cfg: Config) -> None:
         purge_older_than(meta, ns.segstore, cfg, now - int(hours * 3_600_000), now_ms=now)
     except Exception as e:  # the next publish tries again
         log.warning("retention of log %r after publishing failed: %s", name, e)
+
+
+def _expire_writers(ns: Namespace, name: str, cfg: Config) -> None:
+    """``writerStateRetentionHours`` (:func:`storage.log.writer_state.expire`): best effort, after publishing."""
+    try:
+        meta = LogMetadata(ns.metastore, ns.paths_of(name))
+        writer_state.expire(ns.metastore, meta, float(cfg.get("writerStateRetentionHours")))
+    except Exception as e:  # the next publish tries again
+        log.warning("expiry of writer states of log %r failed: %s", name, e)
 
 
 def _publish_ops(

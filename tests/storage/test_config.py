@@ -163,6 +163,7 @@ IMPLEMENTED = {
     "offloadThresholdHours",
     "offloadRetryIntervalSeconds",
     "coldSegmentRetentionHours",
+    "writerStateRetentionHours",
 }
 
 #: The RADOS segment store keys and their defaults.
