@@ -122,7 +122,10 @@ def start_query(spark, args: argparse.Namespace, *, available_now: bool):  # typ
     if args.committed:
         import dl_spark
 
-        if dl_spark.last_commit(args.uri, args.output) is not None:  # else nothing is committed yet
+        # another query may write to the same output: resume from a commit only if one holds this input's position
+        commits = [dl_spark.last_commit(args.uri, args.output), *dl_spark.writer_commits(args.uri, args.output)]
+        offsets = [c.get("offsets") for c in commits if c is not None]
+        if any(isinstance(o, dict) and args.input in o for o in offsets):
             starting = f"committed:{args.output}"
     src = (
         spark.readStream.format("distributedlog")

@@ -83,9 +83,9 @@ class HarnessResult:
 class Producer(threading.Thread):
     """Appends events to the input log in small flushed bursts until stopped."""
 
-    def __init__(self, uri: str, log: str, burst: int, pause_s: float) -> None:
+    def __init__(self, uri: str, log: str, burst: int, pause_s: float, first_id: int = 0) -> None:
         super().__init__(daemon=True, name="producer")
-        self.uri, self.log, self.burst, self.pause_s = uri, log, burst, pause_s
+        self.uri, self.log, self.burst, self.pause_s, self.first_id = uri, log, burst, pause_s, first_id
         self.stopping = threading.Event()
         self.count = 0
         self.error: BaseException | None = None
@@ -95,7 +95,7 @@ class Producer(threading.Thread):
             with storage.open_namespace(self.uri) as ns, ns.open_log(self.log).open_writer() as w:
                 while not self.stopping.is_set():
                     for _ in range(self.burst):
-                        w.write(storage.LogRecord(self.count + 1, event_payload(self.count)))
+                        w.write(storage.LogRecord(self.count + 1, event_payload(self.first_id + self.count)))
                         self.count += 1
                     w.flush()
                     self.stopping.wait(self.pause_s)
