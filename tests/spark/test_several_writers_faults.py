@@ -2,7 +2,8 @@
 idempotent df.write job into one output log, drivers SIGKILLed at seeded moments, one query's checkpoint lost
 half-way: the output is the union of the inputs, each exactly once, in each input's order.
 
-CI runs a short schedule (2 queries, 2 driver kills, one checkpoint loss, the batch job killed and retried); ``make chaos`` a long one."""
+CI runs a short schedule (2 queries, 2 driver kills, one checkpoint loss, the batch job killed and retried);
+``make chaos`` a long one."""
 
 from __future__ import annotations
 
