@@ -526,7 +526,7 @@ def _rebase_txids(
         SegmentStoreError, MetadataError, CorruptedEntryError (an unreadable staged ledger).
     """
     last = meta.max_txid().value
-    if not staged or staged[0].first_txid >= last:
+    if not staged or staged[0].first_txid >= last or last == MAX_TXID:  # sealed: _publish_ops refuses it
         return staged, []
     copies: list[StagedSegment] = []
     try:

@@ -100,3 +100,24 @@ def assert_rows(spark: Any, actual: Any, expected: Sequence[Row], *, ignore_null
         exp.orderBy(*order),
         ignore_nullable=ignore_nullable,
     )
+
+
+def upper_query(spark: Any, uri: str, ckpt: Path, source_log: str, per_trigger: int, **source_opts: str) -> Any:
+    """One ``availableNow`` run of ``source_log`` → upper-cased values → log ``out``, with checkpoint ``ckpt``
+    (``startingOffsets=earliest`` and ``maxRecordsPerTrigger=per_trigger`` unless given); the finished query."""
+    from pyspark.sql import functions as sf
+
+    r = spark.readStream.format("distributedlog").option("uri", uri).option("streams", source_log)
+    for k, v in {"startingOffsets": "earliest", "maxRecordsPerTrigger": str(per_trigger), **source_opts}.items():
+        r = r.option(k, v)
+    df = r.load().select(sf.upper(sf.col("value").cast("string")).alias("value"))
+    q = (
+        df.writeStream.format("distributedlog")
+        .option("uri", uri)
+        .option("stream", "out")
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return q

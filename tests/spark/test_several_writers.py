@@ -11,14 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException
-from pyspark.sql import functions as sf
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 import dl_spark
 import storage
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, parse_sink_options
 from storage.log.staging import stage_records
-from tests.spark.helpers import log_rows, write_segments
+from tests.spark.helpers import log_rows, upper_query, write_segments
 
 VALUE = StructType([StructField("value", BinaryType())])
 
@@ -32,21 +31,7 @@ def _txids(uri: str, log: str) -> list[int]:
 
 
 def _query(spark, uri: str, source: str, ckpt: Path, **source_opts: str):  # type: ignore[no-untyped-def]
-    """One availableNow run of ``source`` → upper-cased → ``out``."""
-    r = spark.readStream.format("distributedlog").option("uri", uri).option("streams", source)
-    for k, v in {"startingOffsets": "earliest", "maxRecordsPerTrigger": "5", **source_opts}.items():
-        r = r.option(k, v)
-    df = r.load().select(sf.upper(sf.col("value").cast("string")).alias("value"))
-    q = (
-        df.writeStream.format("distributedlog")
-        .option("uri", uri)
-        .option("stream", "out")
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    return q
+    return upper_query(spark, uri, ckpt, source, 5, **source_opts)
 
 
 def _drop_last_commit(ckpt: Path) -> int:

@@ -20,7 +20,7 @@ import storage
 from dl_spark.commits import read_batch_info
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, SinkCommitMessage, parse_sink_options
 from storage.log.staging import stage_records
-from tests.spark.helpers import log_rows, write_segments
+from tests.spark.helpers import log_rows, upper_query, write_segments
 
 
 def _staged(uri: str) -> list[str]:
@@ -36,20 +36,7 @@ def _payloads(uri: str, log: str) -> list[bytes]:
 
 
 def _run(spark, uri: str, ckpt: Path, *, source_log: str = "in", **source_opts: str):  # type: ignore[no-untyped-def]
-    r = spark.readStream.format("distributedlog").option("uri", uri).option("streams", source_log)
-    for k, v in {"startingOffsets": "earliest", "maxRecordsPerTrigger": "7", **source_opts}.items():
-        r = r.option(k, v)
-    df = r.load().select(sf.upper(sf.col("value").cast("string")).alias("value"))
-    q = (
-        df.writeStream.format("distributedlog")
-        .option("uri", uri)
-        .option("stream", "out")
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    return q
+    return upper_query(spark, uri, ckpt, source_log, 7, **source_opts)
 
 
 @pytest.mark.parametrize("backend", ["embedded", "zookeeper-rados"], indirect=True)

@@ -191,6 +191,7 @@ public final class Errors {
         p.put("ColdStoreError", "SegmentStoreError");
         p.put("ColdObjectNotFoundError", "ColdStoreError");
         p.put("AlreadyClosedError", "IllegalStateError");
+        p.put("WriterStateExpiredError", "AlreadyTruncatedTransactionError");
         PYTHON_PARENTS = Collections.unmodifiableMap(p);
     }
 
