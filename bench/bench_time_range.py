@@ -3,7 +3,7 @@ the filter pushed down (``spark.sql.python.filterPushdown.enabled``), with pushd
 read and Spark filters the rows), with ``startingTxId`` / ``endingTxId``, and a full scan of the log.
 
 Every query writes its rows into the ``noop`` sink (so every row is read), is run once untimed, then
-``--reps`` times on a fresh DataFrame each; medians are reported. Target (issue #22): the 1% range with
+``--reps`` times on a fresh DataFrame each; medians are reported. Target: the 1% range with
 pushdown >= 20x faster than the full scan.
 
     .venv/bin/python bench/bench_time_range.py [--segments 200] [--per-segment 1000] [--reps 3]

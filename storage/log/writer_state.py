@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 from urllib.parse import quote, unquote
 
 from storage.errors import InvalidArgumentError, MetadataError, NoNodeError, WriterStateExpiredError
 from storage.log.layout import LogMetadata, join
+from storage.log.write_handler import now_ms
 from storage.metastore.base import Create, Delete, MetadataStore, Op, SetData
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,6 @@ MAX_KEY_LENGTH = 256
 _PREFIX = "w-"
 _SWEEP_EVERY_MS = 3_600_000
 _TOMBSTONE_KEYS = ("writer", "committedMs", "batchId", "writerVersion", "queryId")
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def writers_path(meta: LogMetadata) -> str:
