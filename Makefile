@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk nats
+.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk nats fuse
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ cluster-deps:
 	test -z "$$missing" || (apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing)
 
+## libfuse 3 for tools/crashfs.py, the file system of the machine-crash, full-disk and failing-disk tests
+## (mfusepy, its Python binding, comes with the test extras).
+fuse:
+	@dpkg -s libfuse3-3 fuse3 >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfuse3-3 fuse3)
+
 ## One machine, several hosts: ZooKeeper x3 + Ceph + Spark on network namespaces (root); prints the namespace URI.
 ## `.venv/bin/python -m tools.cluster down` removes it (`cleanup` after a crash).
 cluster: venv zookeeper ceph cluster-deps
@@ -87,7 +92,7 @@ cluster: venv zookeeper ceph cluster-deps
 ## schedules `make test` leaves out (tests marked `chaos`: the Spark pipeline SIGKILLed 20 times, ~17 min).
 CHAOS_SECONDS ?= 1200
 CHAOS_SEED ?= 20261125
-chaos: venv zookeeper ceph cluster-deps
+chaos: venv zookeeper ceph cluster-deps fuse
 	DLC_NEMESIS_SECONDS=$(CHAOS_SECONDS) DLC_NEMESIS_SEED=$(CHAOS_SEED) \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout $$(( $(CHAOS_SECONDS) + 900 )) \
 	  tests/cluster/test_faults.py::test_random_nemesis
@@ -99,15 +104,17 @@ jdk: $(BIN)/python
 	  m = u.module_from_spec(s); s.loader.exec_module(m); sys.exit(0 if m.find_tool('javac') else 1)" || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless)
 
-## Lint, type-check, then the whole test suite as two pytest sessions side by side (tools/lanes.py), balanced by a
-## full run's durations: the simulated cluster's fault scenarios (which mostly wait through fault windows), the
-## write proxies' process fleets, then the suites that start Spark JVMs of their own (the Java shim's, the examples',
-## the install modes'), beside the shared SparkSession's suites, storage, the CLI and the rest (about 26 min each
-## here). A third lane is faster on more cores; on two, three JVM-heavy sessions at once made PySpark's fixed 10 s
-## worker connect-back time out. `$(BIN)/python -m pytest -q -m "not chaos"` runs the same tests one after another.
-TEST_LANES ?= --lane cluster=tests/cluster,tests/proxy,tests/jvm,tests/test_examples.py,tests/test_install_modes.py --rest core
-test: venv lint zookeeper ceph cluster-deps jdk
-	$(BIN)/python -m tools.lanes $(TEST_LANES) -- -q -p no:cacheprovider --durations=15 -m "not chaos"
+## Lint, type-check, then the whole test suite as two pytest sessions side by side (tools/lanes.py): the simulated
+## cluster's fault scenarios (which mostly wait through fault windows), the write proxies' process fleets, then the
+## suites that start Spark JVMs of their own (the Java shim's, the examples', the install modes'), beside the shared
+## SparkSession's suites, storage, the CLI and the rest. Heavy tests (whole Spark applications, long fault schedules)
+## run one at a time across the lanes: the core lane runs its own first, the cluster lane its own last, so each meets
+## the other's light tests. A third lane is faster on more cores; on two, three JVM-heavy sessions at once made
+## PySpark's fixed 10 s worker connect-back time out. `$(BIN)/python -m pytest -q -m "not chaos"` runs the same tests
+## one after another.
+TEST_LANES ?= --lane cluster=tests/cluster,tests/proxy,tests/jvm,tests/test_examples.py,tests/test_install_modes.py --rest core --heavy-first core
+test: venv lint zookeeper ceph cluster-deps jdk fuse
+	$(BIN)/python -m tools.lanes $(TEST_LANES) -- -q -p no:cacheprovider --durations=30 -m "not chaos"
 
 lint: venv
 	$(BIN)/ruff check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py distributedlog_site.py setup.py tests examples bench tools

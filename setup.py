@@ -114,6 +114,8 @@ setup(
             "pandas>=2.2,<3",
             "pytest>=8",
             "pytest-timeout>=2.2",
+            "pytest-rerunfailures>=14",
+            "mfusepy>=3.1",
             "chispa>=0.10",
             "hypothesis>=6.100",
             "ruff>=0.6",

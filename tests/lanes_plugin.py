@@ -10,6 +10,11 @@ Heavy tests one at a time across lanes
     The lock is taken around the whole test protocol, outside pytest-timeout's timer: the time spent waiting is
     not the test's. A wait longer than a second says which test of which lane holds the lock.
 
+Heavy tests first or last
+    A lane runs its heavy tests first or last (``DL_TEST_HEAVY_ORDER``, set by tools.lanes), each group in the
+    order pytest collected it: the heavy tests of a lane that runs them first meet the light tests of one that runs
+    them last, so the lock is seldom waited for.
+
 When a failure happened
     At the end, one ``WHEN`` line per failed test: minutes into the lane when it started and how long it ran, so a
     CI log read from its tail shows which failures ran together.
@@ -25,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tools.lanes import LANE_ENV, LOCK_ENV
+from tools.lanes import LANE_ENV, LOCK_ENV, ORDER_ENV
 
 _started = time.monotonic()
 _waited: list[float] = []
@@ -38,6 +43,14 @@ def _say(config: pytest.Config, text: str) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(text)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    order = os.environ.get(ORDER_ENV)
+    if order in ("first", "last"):
+        heavy_rank = 0 if order == "first" else 1
+        items.sort(key=lambda item: heavy_rank if item.get_closest_marker("heavy") else 1 - heavy_rank)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

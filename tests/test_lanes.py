@@ -65,3 +65,27 @@ def test_a_failure_says_when_it_ran_in_its_lane(tmp_path: Path) -> None:
     assert out.returncode == 1, out.stdout + out.stderr
     tail = out.stdout[out.stdout.index("failures of every lane:") :]
     assert "[one] WHEN " in tail and "test_a.py::test_bad failed: started 0.0 min into the lane, ran 0s" in tail
+
+
+def test_a_lane_runs_its_heavy_tests_first_or_last(tmp_path: Path) -> None:
+    """``--heavy-first`` lanes run their heavy tests before the rest; the other lanes after the rest."""
+    order = tmp_path / "order"
+    body = (
+        "import pytest\n"
+        "def test_light_1():\n    open(ORDER, 'a').write('L N\\n')\n"
+        "@pytest.mark.heavy\n"
+        "def test_heavy():\n    open(ORDER, 'a').write('H N\\n')\n"
+        "def test_light_2():\n    open(ORDER, 'a').write('L N\\n')\n"
+    ).replace("ORDER", repr(str(order)))
+    for n in ("a", "b"):
+        (tmp_path / n).mkdir()
+        (tmp_path / n / f"test_{n}.py").write_text(body.replace("N", n))
+    ini = tmp_path / "pytest.ini"
+    ini.write_text("[pytest]\nmarkers =\n    heavy: one at a time\n")
+    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--lane", f"two={tmp_path / 'b'}"]
+    cmd += ["--heavy-first", "one", "--log-dir", str(tmp_path / "logs"), "--", "-q", "-p", "no:cacheprovider"]
+    out = subprocess.run([*cmd, "-c", str(ini)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = order.read_text().split("\n")
+    assert [x[0] for x in lines if x.endswith("a")] == ["H", "L", "L"]
+    assert [x[0] for x in lines if x.endswith("b")] == ["L", "L", "H"]

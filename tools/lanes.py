@@ -14,7 +14,9 @@ path no other lane names (``--ignore`` of theirs).
 
 Every lane loads ``--plugin`` (tests/lanes_plugin.py): tests marked ``heavy`` (whole Spark applications of their
 own, long fault schedules) take one lock shared by the lanes, so two of them never run side by side, and each
-failure is reported with when it started in its lane (a ``WHEN`` line).
+failure is reported with when it started in its lane (a ``WHEN`` line). The lanes of ``--heavy-first`` run their
+heavy tests before the rest, the other lanes after: the heavy tests of one lane then meet the light tests of the
+other, and lanes seldom wait for the lock.
 
 What the simulated cluster's hosts run gets niceness 5 (``DLC_NICE``, unless set): its fault schedules load two
 cores to 15-20 for minutes, and are built to tolerate pauses, while Spark gives a Python worker it starts for a
@@ -50,6 +52,9 @@ PLUGIN = "tests.lanes_plugin"
 #: What every lane's environment tells the plugin: the lock file the lanes share, and the lane's name.
 LOCK_ENV = "DL_TEST_HEAVY_LOCK"
 LANE_ENV = "DL_TEST_LANE"
+#: When a lane runs its heavy tests: ``first`` (the lanes of ``--heavy-first``) or ``last`` (the others), so that
+#: one lane's heavy tests run while the other runs its light ones instead of waiting for the lock.
+ORDER_ENV = "DL_TEST_HEAVY_ORDER"
 #: The niceness of what the simulated hosts run in the lanes (``tools.netsim.hosts.NICE_ENV``).
 CLUSTER_NICE = 5
 
@@ -61,6 +66,7 @@ class Lane:
     name: str
     paths: list[str]
     ignore: list[str] = field(default_factory=list)
+    heavy_first: bool = False
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     ended: float = 0.0
@@ -123,7 +129,7 @@ def run(lanes: list[Lane], extra: list[str], log_dir: Path, plugin: str | None =
             lane.argv(extra, plugin),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**env, LANE_ENV: lane.name},
+            env={**env, LANE_ENV: lane.name, ORDER_ENV: "first" if lane.heavy_first else "last"},
         )
         t = threading.Thread(target=_pump, args=(lane, log_dir / f"{lane.name}.log", lock), daemon=True)
         t.start()
@@ -163,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tools.lanes", description=__doc__.split("\n\n")[0])
     p.add_argument("--lane", action="append", default=[], metavar="NAME=PATH[,PATH...]", help="a lane of its own")
     p.add_argument("--rest", metavar="NAME", help="a lane running every test path the other lanes do not name")
+    p.add_argument(
+        "--heavy-first", action="append", default=[], metavar="NAME", help="a lane running its heavy tests first"
+    )
     p.add_argument("--root", default="tests", help="the test root the rest lane runs (default: tests)")
     p.add_argument("--log-dir", default="build/test-lanes", help="where each lane's full output is kept")
     p.add_argument("--plugin", default=PLUGIN, help=f"pytest plugin of every lane (default: {PLUGIN}; '' for none)")
@@ -173,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         lanes.append(Lane(args.rest, [args.root], ignore=named))
     if not lanes:
         p.error("no lane: give --lane and/or --rest")
+    for lane in lanes:
+        lane.heavy_first = lane.name in args.heavy_first
     return run(lanes, extra, Path(args.log_dir), args.plugin or None)
 
 

@@ -8,6 +8,7 @@ CI runs a short schedule (2 queries, 2 driver kills, one checkpoint loss, the ba
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,21 +17,29 @@ from tests.spark.writers_faults import run_writers_harness
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
-def _check(result_line: str, ok: bool) -> None:
-    print("\n" + result_line)
-    assert ok, result_line
+def _say(capsys: pytest.CaptureFixture[str], text: str, lead: str = "\n") -> None:
+    """Print past pytest's capture, so that the checker line is in the test run's output (and CI's log)."""
+    with capsys.disabled():
+        print(f"{lead}{text}", flush=True)
+
+
+def _run(capsys: pytest.CaptureFixture[str], tmp_path: Path, **schedule: Any) -> None:
+    result = run_writers_harness(tmp_path, report=lambda text: _say(capsys, text, lead="\n  "), **schedule)
+    _say(capsys, result.line())
+    assert result.resumed_with == "committed:enriched", result.line()
+    assert result.ok, result.line()
 
 
 @pytest.mark.timeout(900)
-def test_two_queries_and_a_batch_job_into_one_log_under_driver_kills(tmp_path: Path) -> None:
-    result = run_writers_harness(tmp_path, queries=2, kills=2, seed=11, checkpoint_loss_at=1, final_job_run=False)
-    assert result.resumed_with == "committed:enriched", result.line()
-    _check(result.line(), result.ok)
+def test_two_queries_and_a_batch_job_into_one_log_under_driver_kills(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _run(capsys, tmp_path, queries=2, kills=2, seed=11, checkpoint_loss_at=1, final_job_run=False)
 
 
 @pytest.mark.chaos  # ~10 min: `make chaos`
 @pytest.mark.timeout(2400)
-def test_three_queries_and_a_batch_job_under_twelve_driver_kills(tmp_path: Path) -> None:
-    result = run_writers_harness(tmp_path, queries=3, kills=12, seed=5, checkpoint_loss_at=4, max_delay_s=4.0)
-    assert result.resumed_with == "committed:enriched", result.line()
-    _check(result.line(), result.ok)
+def test_three_queries_and_a_batch_job_under_twelve_driver_kills(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _run(capsys, tmp_path, queries=3, kills=12, seed=5, checkpoint_loss_at=4, max_delay_s=4.0)
