@@ -441,6 +441,8 @@ def _revert(fd: int, u: _DataUndo, keep: int) -> None:
             os.pwrite(fd, u.old, u.offset)
         os.ftruncate(fd, u.old_size)
         return
+    if keep >= u.length:  # kept whole: the file is as this write left it
+        return
     start = u.offset + keep
     if start < u.offset + len(u.old):
         os.pwrite(fd, u.old[keep:], start)

@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from storage.common.durable import makedirs_durable
 from storage.config import Config
 from storage.errors import InvalidArgumentError, MetadataError
 from storage.metastore.base import MetadataStore
@@ -161,7 +162,7 @@ def open_segment_store(segments: str, conf: Config, *, create: bool = False) -> 
     seg_dir = _file_dir(segments)
     if create:
         try:
-            seg_dir.mkdir(parents=True, exist_ok=True)
+            makedirs_durable(seg_dir)
         except OSError as e:
             raise MetadataError(f"cannot create segment directory {seg_dir}: {e}") from e
     return LocalSegmentStore(seg_dir)
@@ -190,7 +191,7 @@ def check_cold(cold: str, conf: Config) -> Path | None:
     if loc.scheme == "file" and not Path(loc.root).exists():
         made = Path(loc.root)
         try:
-            made.mkdir(parents=True)
+            makedirs_durable(made)
         except OSError as e:
             from storage.errors import ColdStoreError
 

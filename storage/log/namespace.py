@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from storage.common import stats
+from storage.common.durable import makedirs_durable
 from storage.common.futures import OutstandingWrites
 from storage.config import Config
 from storage.config.dynamic import DynamicConfig, DynamicConfigWatcher, stream_config_files
@@ -426,8 +427,8 @@ def open_namespace(
             "only writers create a namespace (dlog create, dlog write --create, the Spark sink)"
         )
     try:
-        (path / "metadata").mkdir(parents=True, exist_ok=True)
-        (path / "segments").mkdir(parents=True, exist_ok=True)
+        makedirs_durable(path / "metadata")
+        makedirs_durable(path / "segments")
     except OSError as e:
         raise MetadataError(f"cannot create embedded namespace at {path}: {e}") from e
     metastore = SqliteMetadataStore(db)

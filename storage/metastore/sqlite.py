@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from storage.common.durable import fsync_dir
 from storage.errors import (
     AlreadyClosedError,
     DLError,
@@ -91,6 +92,12 @@ class SqliteMetadataStore(MetadataStore):
         self._watcher: ChangeWatcher | None = None
         try:
             self._run(lambda c: tree.init_schema(c, self._db_path), write=True, what="open")
+            # SQLite syncs the directory after creating a journal or WAL file, not after creating the database
+            # file itself: a database made just before a machine crash would be gone with its name.
+            fsync_dir(os.path.dirname(self._db_path))
+        except OSError as e:
+            self.close()
+            raise MetadataError(f"cannot sync the directory of {self._db_path}: {e}") from e
         except BaseException:
             self.close()
             raise

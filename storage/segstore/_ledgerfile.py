@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c_mod
 
+from storage.common import durable
 from storage.segstore._queued import MAX_ENTRY_SIZE
 
 
@@ -321,13 +322,7 @@ def encode_counter(value: int) -> bytes:
     return body + struct.pack(">I", _crc(body))
 
 
-def fsync_dir(path: str) -> None:
-    """fsync a directory so that entries created or renamed in it survive a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+fsync_dir = durable.fsync_dir  # fsync a directory so that names created or renamed in it survive a crash
 
 
 # --- file names ---------------------------------------------------------------------------

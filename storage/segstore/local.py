@@ -79,6 +79,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
+from storage.common.durable import makedirs_durable
 from storage.common.stats import store_stats
 from storage.errors import (
     AlreadyClosedError,
@@ -127,7 +128,7 @@ class LocalSegmentStore(SegmentStore):
         self._watcher: ChangeWatcher | None = None
         self._closed = False
         try:
-            os.makedirs(self._dir, exist_ok=True)
+            makedirs_durable(self._dir)
         except OSError as exc:
             raise SegmentStoreError(f"cannot create segment store at {self._root}: {exc}") from exc
 

@@ -1,0 +1,58 @@
+"""Names that survive a machine crash: a new file or directory is durable only once the directory holding its
+name was fsynced (POSIX; ext4 and xfs usually persist it sooner, other file systems and unlucky timing do not).
+
+Every directory the project creates goes through :func:`makedirs_durable`, which fsyncs the parent of each
+directory it made, up to the first one that existed; files created in a directory are followed by
+:func:`fsync_dir` of that directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory, so that the names created, renamed or removed in it survive a crash.
+
+    Raises:
+        OSError: the directory cannot be opened or synced.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs_durable(path: str | os.PathLike[str]) -> list[Path]:
+    """``mkdir -p path``, each directory made durable (its parent fsynced) before returning; returns the
+    directories made, outermost first (none when ``path`` existed).
+
+    A directory another process made at the same moment counts as existing, and its parent is fsynced all the same
+    (that process may not have got that far).
+
+    Raises:
+        OSError: a directory cannot be made or synced (``FileExistsError``: ``path`` or one of its parents is a
+            file).
+    """
+    target = Path(os.path.abspath(path))
+    missing: list[Path] = []
+    p = target
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    if not missing and not target.is_dir():
+        raise FileExistsError(f"{target} exists and is not a directory")
+    made: list[Path] = []
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+            made.append(d)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+        fsync_dir(d.parent)
+    return made
