@@ -57,6 +57,8 @@ class _DataUndo:
     old_size: int
     old: bytes  # the bytes of [offset, min(offset + length, old_size)) before the change
     doomed: bool = False  # an fsync failed since: a later fsync does not save it
+    lost: list[tuple[int, int]] = field(default_factory=list)  # doomed: byte ranges not rewritten since
+    floor_size: int = 0  # doomed: the file size a later successful fsync made durable (0: none yet)
 
 
 @dataclass
@@ -152,9 +154,24 @@ class ForgetfulOperations:
             return
         if failed:
             for u in state.undo:
-                u.doomed = True
+                if not u.doomed:
+                    u.doomed = True
+                    u.lost = [(u.offset, u.offset + u.length)] if u.length else []
             return
-        state.undo = [u for u in state.undo if u.doomed]
+        # A page written again after the failed fsync is written back whole by this one (its current content);
+        # the doomed bytes of pages not written since stay lost. The size now is durable.
+        size = os.fstat(fd).st_size
+        for i, d in enumerate(state.undo):
+            if not d.doomed:
+                continue
+            for u in state.undo[i + 1 :]:
+                if not u.doomed and u.length:
+                    first = u.offset // PAGE * PAGE
+                    last = -(-(u.offset + u.length) // PAGE) * PAGE
+                    d.lost = _subtract(d.lost, first, last)
+            d.lost = _subtract(d.lost, size, 2**63)
+            d.floor_size = size
+        state.undo = [u for u in state.undo if u.doomed and (u.lost or not u.floor_size)]
         if not state.undo:
             os.close(state.fd)
             del self.files[ino]
@@ -217,8 +234,10 @@ class ForgetfulOperations:
 
     def open(self, path: str, flags: int) -> int:
         with self.mutex:
-            # offsets come from the kernel: no O_APPEND on our descriptor (pwrite would ignore them)
-            fd = os.open(self._real(path), flags & ~(os.O_CREAT | os.O_TRUNC | os.O_APPEND))
+            # offsets come from the kernel: no O_APPEND on our descriptor (pwrite would ignore them); read and
+            # write whatever the caller asked, as the undo logs read what a write overwrites
+            drop = os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_ACCMODE
+            fd = os.open(self._real(path), (flags & ~drop) | os.O_RDWR)
             self.open_fds[fd] = path
             if flags & os.O_TRUNC:
                 self._truncate_fd(fd, 0)
@@ -433,8 +452,29 @@ class ForgetfulOperations:
         raise ValueError(f"unknown control op {op!r}")
 
 
+PAGE = 4096
+
+
+def _subtract(ranges: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    out = []
+    for a, b in ranges:
+        if b <= start or a >= end:
+            out.append((a, b))
+            continue
+        if a < start:
+            out.append((a, start))
+        if b > end:
+            out.append((end, b))
+    return out
+
+
 def _revert(fd: int, u: _DataUndo, keep: int) -> None:
     """Undo one data change except its first ``keep`` bytes."""
+    if u.doomed and u.floor_size:  # later writes made a size durable: what is lost reads as before, or zeros
+        for a, b in u.lost:
+            old = u.old[max(0, a - u.offset) : max(0, b - u.offset)]
+            os.pwrite(fd, old + bytes(b - a - len(old)), a)
+        return
     if u.length == 0:  # a truncation
         size = os.fstat(fd).st_size
         if u.old_size > size:

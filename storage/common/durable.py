@@ -8,6 +8,7 @@ directory it made, up to the first one that existed; files created in a director
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -56,3 +57,35 @@ def makedirs_durable(path: str | os.PathLike[str]) -> list[Path]:
                 raise
         fsync_dir(d.parent)
     return made
+
+
+def os_error_detail(exc: OSError, path: str | os.PathLike[str]) -> str:
+    """``exc`` as text for an error message about ``path``; a full disk also says how much space is left there
+    (``No space left on device (12.0 KiB free of 8.0 MiB on the file system of PATH)``)."""
+    text = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        text += f" ({free_space(path)})"
+    return text
+
+
+def free_space(path: str | os.PathLike[str]) -> str:
+    """``12.0 KiB free of 8.0 MiB on the file system of PATH`` (what a full-disk error adds)."""
+    where = os.fspath(path)
+    try:
+        st = os.statvfs(where if os.path.isdir(where) else os.path.dirname(where) or ".")
+    except OSError:
+        return f"on the file system of {where}"
+    return (
+        f"{_size(st.f_bavail * st.f_frsize)} free of {_size(st.f_blocks * st.f_frsize)} on the file system of {where}"
+    )
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"

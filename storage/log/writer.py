@@ -33,6 +33,7 @@ Deliberate differences from the reference, for safety:
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -530,15 +531,22 @@ class LogWriter:
         """Make everything written so far durable and visible; returns the DLSN of the last
         user record (``DLSN.INVALID`` if nothing was written).
 
+        The error of a failed flush covers every record written since the last flush that returned: its
+        ``outcome_unknown`` is True when any of them may be stored (acknowledged before the failure, or transmitted
+        when it happened), False only when none is.
+
         Raises:
-            WriterFencedError, TransmitError, AlreadyClosedError, LockingError.
+            WriterFencedError, TransmitError, WriteError, AlreadyClosedError, LockingError.
         """
-        last = self._w.flush().result()
         futures, self._futures = self._futures, []
+        try:
+            last = self._w.flush().result()
+        except DLError as e:
+            raise _flush_error(e, futures) from e.__cause__
         for f in futures:
             exc = f.exception()
             if exc is not None:
-                raise exc
+                raise _flush_error(exc, futures)
         return last
 
     def mark_end_of_stream(self) -> None:
@@ -564,3 +572,15 @@ class LogWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _flush_error(error: BaseException, futures: list[Future[DLSN]]) -> BaseException:
+    """``error`` as the outcome of a whole sync batch: outcome unknown when any record of it may be stored."""
+    if not isinstance(error, DLError) or error.outcome_unknown:
+        return error
+    for f in futures:
+        if not f.done() or f.exception() is None or getattr(f.exception(), "outcome_unknown", False):
+            err = copy.copy(error)
+            err.outcome_unknown = True
+            return err
+    return error

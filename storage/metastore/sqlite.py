@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from storage.common.durable import fsync_dir
+from storage.common.durable import free_space, fsync_dir
 from storage.errors import (
     AlreadyClosedError,
     DLError,
@@ -53,6 +53,9 @@ R = TypeVar("R")
 BUSY_TIMEOUT_S = 10.0
 #: Total time spent retrying a transaction that keeps hitting SQLITE_BUSY/LOCKED.
 RETRY_S = 30.0
+#: SQLite primary result codes (the low byte of an extended code): a full disk, an I/O error.
+_SQLITE_FULL = 13
+_SQLITE_IOERR = 10
 #: Idle poll interval of the watch thread (inotify usually wakes it sooner).
 POLL_S = 0.01
 
@@ -372,6 +375,7 @@ class SqliteMetadataStore(MetadataStore):
         deadline = time.monotonic() + RETRY_S
         delay = 0.002
         while True:
+            committing = False
             try:
                 conn = self._acquire_connection()
                 try:
@@ -379,6 +383,7 @@ class SqliteMetadataStore(MetadataStore):
                         conn.execute(begin)
                     result = fn(conn)
                     if begin is not None:
+                        committing = True
                         conn.execute("COMMIT")
                     return result
                 except BaseException:
@@ -392,11 +397,22 @@ class SqliteMetadataStore(MetadataStore):
                 if self._closed:
                     raise AlreadyClosedError("metadata store is closed") from e
                 if not _is_busy(e):
-                    raise MetadataError(f"{what} failed on {self._db_path}: {e}") from e
+                    raise self._error(e, what, write and committing) from e
                 if time.monotonic() >= deadline:
                     raise MetadataConnectionError(f"{what}: {self._db_path} stayed busy: {e}") from e
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.1)
+
+    def _error(self, e: sqlite3.Error, what: str, committing: bool) -> MetadataError:
+        """A failed transaction as the caller's error: a full disk (SQLite rolled the transaction back) or an I/O
+        error is retriable (once space is freed, the disk works again); an I/O error while committing leaves the
+        outcome unknown (the commit may be in the WAL)."""
+        code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code == _SQLITE_FULL:
+            return MetadataError(f"{what} failed on {self._db_path}: {e} ({free_space(self._db_path)})", retriable=True)
+        if code == _SQLITE_IOERR:
+            return MetadataError(f"{what} failed on {self._db_path}: {e}", retriable=True, outcome_unknown=committing)
+        return MetadataError(f"{what} failed on {self._db_path}: {e}")
 
     def _mutate(self, fn: Callable[[sqlite3.Connection, list[str]], R], what: str) -> R:
         """Run a mutation and log the paths it changed, in one write transaction."""

@@ -8,6 +8,7 @@ import os
 import time
 from array import array
 
+from storage.common.durable import os_error_detail
 from storage.common.stats import store_stats
 from storage.errors import (
     DLError,
@@ -107,9 +108,33 @@ class LocalLedgerWriter(QueuedLedgerWriter):
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         except OSError as exc:
-            raise SegmentStoreError(f"ledger {self._ledger_id}: append failed: {exc}") from exc
+            # Part of the batch may be on disk (a short write, a failed fdatasync): outcome unknown. The ledger is in
+            # error from now on; a writer opened again later recovers it.
+            self._discard_unsynced()
+            raise SegmentStoreError(
+                f"ledger {self._ledger_id}: append to {self._path} failed: {os_error_detail(exc, self._path)}",
+                retriable=True,
+                outcome_unknown=True,
+            ) from exc
         self._offsets.extend(self._end + r for r in rel)
         self._end += len(buf)
+
+    def _discard_unsynced(self) -> None:
+        """After a failed write or fdatasync, cut the file back to the end of the last synced batch.
+
+        A failed fdatasync may have dropped the batch's pages from the disk's future while leaving them readable
+        in the page cache, and a later fdatasync reports success without writing them (Linux marks them clean).
+        A writer recovering this ledger on the same machine would then read those frames, seal the ledger with
+        them, and lose them at the next power cut. Cutting them off (and syncing the new size) keeps recovery to
+        what is durable; if that fails too, the ledger stays in error and recovery meets whatever is on the disk.
+        """
+        try:
+            os.ftruncate(self._fd, self._end)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            log.warning(
+                "ledger %s: cannot cut %s back to its synced end %d: %s", self._ledger_id, self._path, self._end, exc
+            )
 
     def _check_open(self) -> lf.Header:
         header = lf.read_header(self._fd)
@@ -134,7 +159,10 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                 finally:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
             except OSError as exc:
-                err = SegmentStoreError(f"ledger {self._ledger_id}: close failed: {exc}")
+                detail = os_error_detail(exc, self._path)
+                err = SegmentStoreError(
+                    f"ledger {self._ledger_id}: close of {self._path} failed: {detail}", retriable=True
+                )
                 err.__cause__ = exc
                 return err
             self._lac = last

@@ -79,7 +79,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from storage.common.durable import makedirs_durable
+from storage.common.durable import makedirs_durable, os_error_detail
 from storage.common.stats import store_stats
 from storage.errors import (
     AlreadyClosedError,
@@ -156,7 +156,8 @@ class LocalSegmentStore(SegmentStore):
         try:
             return self._allocate_id()
         except OSError as exc:
-            raise SegmentStoreError(f"cannot allocate a ledger id in {self._dir}: {exc}") from exc
+            detail = os_error_detail(exc, self._dir)
+            raise SegmentStoreError(f"cannot allocate a ledger id in {self._dir}: {detail}", retriable=True) from exc
 
     def create_ledger(self, ledger_id: int | None = None) -> LocalLedgerWriter:
         """Create an empty open ledger with ``ledger_id`` (allocated before) or a fresh id and
@@ -183,8 +184,9 @@ class LocalSegmentStore(SegmentStore):
                 os.close(fd)
                 _unlink_quietly(tmp)
                 raise
-        except OSError as exc:
-            raise SegmentStoreError(f"cannot create a ledger in {self._dir}: {exc}") from exc
+        except OSError as exc:  # nothing was created (the temporary file is gone): retriable once the disk is fixed
+            detail = os_error_detail(exc, self._dir)
+            raise SegmentStoreError(f"cannot create a ledger in {self._dir}: {detail}", retriable=True) from exc
         writer = LocalLedgerWriter(lid, fd, path)
         with self._lock:
             self._writers.add(writer)
@@ -236,6 +238,14 @@ class LocalSegmentStore(SegmentStore):
                 return header.last_entry_id
             scan = lf.scan_frames(lf.file_reader(fd), lf.HEADER_SIZE, 0, os.fstat(fd).st_size)
             last = len(scan.offsets) - 1
+            # Frames after the last acknowledged entry (the LAC they carry) may be readable only from the page
+            # cache: their writer died before its fdatasync, or the fdatasync failed (Linux then marks the pages
+            # clean: a later fdatasync would not write them). Written again, the seal's fdatasync makes them durable
+            # with it; the seal never claims entries the disk may not have.
+            unsure = 0 if scan.lac is None else scan.lac + 1
+            if 0 <= unsure <= last:
+                start = scan.offsets[unsure]
+                lf.pwrite_all(fd, os.pread(fd, scan.end - start, start), start)
             fenced = lf.Header(ledger_id, lf.STATE_FENCED, last, scan.end, scan.end)
             lf.seal(fd, fenced, scan.offsets, scan.end)
             return last

@@ -17,8 +17,11 @@ import json
 import random
 import sys
 import threading
+import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TypeVar
 
 import storage
 from storage import DLSN, LogRecord
@@ -35,6 +38,7 @@ CONF = {
 }
 #: Outstanding writes of the async writer at most.
 WINDOW = 64
+W = TypeVar("W")
 
 
 def emit(**event: object) -> None:
@@ -56,53 +60,119 @@ def _failed(rec: HistoryRecorder, op: str, e: BaseException) -> None:
         rec.info(op, error=e)
 
 
+class _RefusedError(Exception):
+    """A write refused at once (its record not buffered); the batch's buffered records are settled by a flush."""
+
+    def __init__(self, error: storage.DLError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _reopen(open_writer: Callable[[], W], what: str) -> W:
+    """Open a writer again after its segment failed (a full or failing disk), until it works: the new writer
+    recovers the failed segment."""
+    while True:
+        try:
+            return open_writer()
+        except storage.DLError as e:
+            emit(event="reopen-failed", what=what, error=f"{type(e).__name__}: {e}", retriable=e.retriable)
+            time.sleep(0.05)
+
+
 def sync_writes(
     rec: HistoryRecorder, log: storage.LogManager, w: storage.LogWriter, tag: str, rng: random.Random, limit: int = 0
 ) -> None:
-    """Batches of 1-8 records, each batch acknowledged when ``flush()`` returns."""
-    txid = _next_txid(log)
+    """Batches of 1-8 records, each batch acknowledged when ``flush()`` returns; after an error the writer is
+    opened again (``limit``: one batch of that many records, no reopen)."""
     n = 0
+    txid = _next_txid(log)
     while limit == 0 or n < limit:
-        ops = []
-        for _ in range(rng.randint(1, 8) if limit == 0 else limit):
-            op = f"{tag}-{n}"
-            rec.invoke(op, "write", op, log=log.name, txid=txid)
-            ops.append((op, txid))
-            w.write(LogRecord(txid, op.encode()))
-            txid += 1
-            n += 1
+        ops: list[tuple[str, int]] = []  # buffered, not yet flushed
         try:
+            for _ in range(rng.randint(1, 8) if limit == 0 else limit):
+                op = f"{tag}-{n}"
+                n += 1
+                rec.invoke(op, "write", op, log=log.name, txid=txid)
+                try:
+                    w.write(LogRecord(txid, op.encode()))
+                except storage.DLError as e:  # this record was not buffered; the others are the flush's
+                    _failed(rec, op, e)
+                    raise _RefusedError(e) from e
+                ops.append((op, txid))
+                txid += 1
             last = w.flush()
-        except BaseException as e:
-            for op, _ in ops:
-                _failed(rec, op, e)
-            raise
+        except (storage.DLError, _RefusedError) as failure:
+            e = failure.error if isinstance(failure, _RefusedError) else failure
+            flush_error = e
+            if isinstance(failure, _RefusedError) and ops:
+                try:
+                    w.flush()
+                    flush_error = None
+                except storage.DLError as later:
+                    flush_error = later
+            for op, t in ops:
+                if flush_error is None:
+                    rec.ok(op, txid=t)
+                else:
+                    _failed(rec, op, flush_error)
+            if limit:
+                raise
+            emit(event="write-error", what=log.name, error=f"{type(e).__name__}: {e}", retriable=e.retriable)
+            w.abort()
+            w = _reopen(log.open_writer, log.name)
+            txid = _next_txid(log)
+            continue
         for i, (op, t) in enumerate(ops):
             rec.ok(op, dlsn=last if i == len(ops) - 1 else None, txid=t)
 
 
-def async_writes(rec: HistoryRecorder, log: storage.LogManager, w: storage.AsyncLogWriter, tag: str) -> None:
-    """Records written as fast as the window allows, each acknowledged by its future."""
-    txid = _next_txid(log)
+def _payload(op: str, rng: random.Random) -> bytes:
+    """The record of write ``op``: its name, and one time in ten a few KiB after a ``|`` (entries spanning pages)."""
+    return op.encode() + (b"|" + b"x" * rng.randint(1000, 6000) if rng.random() < 0.1 else b"")
+
+
+def async_writes(
+    rec: HistoryRecorder, log: storage.LogManager, w: storage.AsyncLogWriter, tag: str, rng: random.Random
+) -> None:
+    """Records written as fast as the window allows, each acknowledged by its future; after an error, once every
+    outstanding future settled, the writer is opened again."""
     window = threading.BoundedSemaphore(WINDOW)
+    broken = threading.Event()
 
     def done(op: str, t: int, f: Future[DLSN]) -> None:
-        window.release()
         e = f.exception()
         if e is None:
             rec.ok(op, dlsn=f.result(), txid=t)
         else:
             _failed(rec, op, e)
+            broken.set()
+        window.release()
 
     n = 0
+    txid = _next_txid(log)
     while True:
+        if broken.is_set():
+            for _ in range(WINDOW):  # every outstanding write settled
+                window.acquire()
+            w.abort()
+            w = _reopen(log.open_async_writer, log.name)
+            txid = _next_txid(log)
+            broken.clear()
+            for _ in range(WINDOW):
+                window.release()
         window.acquire()
         op = f"{tag}-{n}"
+        n += 1
         rec.invoke(op, "write", op, log=log.name, txid=txid)
-        f = w.write(LogRecord(txid, op.encode()))
+        try:
+            f = w.write(LogRecord(txid, _payload(op, rng)))
+        except storage.DLError as e:  # refused at once: the writer is in error
+            _failed(rec, op, e)
+            broken.set()
+            window.release()
+            continue
         f.add_done_callback(lambda f, op=op, t=txid: done(op, t, f))
         txid += 1
-        n += 1
 
 
 def main(uri: str, history_dir: str, cycle: int, seed: int, rotation: int) -> int:
@@ -129,13 +199,11 @@ def main(uri: str, history_dir: str, cycle: int, seed: int, rotation: int) -> in
         emit(event="recovery-failed", error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-2000:])
         return 3
     emit(event="ready")
-    t = threading.Thread(target=async_writes, args=(rec, async_log, aw, f"c{cycle}-a"), daemon=True)
+    t = threading.Thread(
+        target=async_writes, args=(rec, async_log, aw, f"c{cycle}-a", random.Random(seed + 1)), daemon=True
+    )
     t.start()
-    try:
-        sync_writes(rec, sync_log, sw, f"c{cycle}-s", rng)
-    except storage.DLError as e:
-        emit(event="write-error", error=f"{type(e).__name__}: {e}")
-    t.join()
+    sync_writes(rec, sync_log, sw, f"c{cycle}-s", rng)
     return 0
 
 

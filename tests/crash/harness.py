@@ -12,6 +12,7 @@ of the unsynced bytes). After the last crash a fresh reader recovers and reads e
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import random
@@ -20,7 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import storage
@@ -42,6 +44,8 @@ class CrashResult:
     ok_check: bool
     acked: int
     seconds: float
+    faults: dict[str, int] = field(default_factory=dict)
+    resumed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -51,7 +55,10 @@ class CrashResult:
         verdict = "OK" if self.ok else "FAILED"
         return (
             f"CRASH {label} points={self.points} torn={self.torn} acked={self.acked} "
-            f"recovery_failures={self.recovery_failures} seconds={self.seconds:.0f} {verdict}\n  {self.check_line}"
+            f"recovery_failures={self.recovery_failures}"
+            + "".join(f" {k}={v}" for k, v in sorted(self.faults.items()))
+            + (f" resumed_after_fault={self.resumed}" if self.faults else "")
+            + f" seconds={self.seconds:.0f} {verdict}\n  {self.check_line}"
             + (f"\n  first recovery failure: {self.first_failure}" if self.first_failure else "")
         )
 
@@ -85,10 +92,23 @@ def final_read(uri: str, history_dir: Path) -> int:
             with log.open_reader(DLSN.INITIAL) as r:
                 while batch := r.read_bulk(5000, non_blocking=True):
                     for x in batch:
-                        rec.final_read(name, x.payload, x.dlsn, x.txid)
+                        rec.final_read(name, x.payload.split(b"|", 1)[0], x.dlsn, x.txid)
                         n += 1
     rec.close()
     return n
+
+
+#: The disk faults a cycle may meet before its crash: (kind, fault settings).
+DISK_FAULTS = ("full", "eio-write", "eio-fsync")
+
+
+def _disk_fault(fs: CrashFS, kind: str, rng: random.Random) -> None:
+    if kind == "full":
+        fs.fault(enospc_after=rng.randint(0, 64 * 1024))  # full after a few more entries (a short write, maybe)
+    elif kind == "eio-write":
+        fs.fault(eio_write="")
+    else:
+        fs.fault(eio_fsync="")
 
 
 def run_crashes(
@@ -100,38 +120,50 @@ def run_crashes(
     seed: int,
     rotation: int = 1,
     max_run_s: float = 0.5,
+    disk_faults: float = 0.0,
+    fault_kinds: tuple[str, ...] = DISK_FAULTS,
     report: object = print,
 ) -> CrashResult:
-    """``cycles`` machine crashes on ``fs`` of the namespace at ``uri`` (see the module docstring)."""
+    """``cycles`` machine crashes on ``fs`` of the namespace at ``uri`` (see the module docstring). With
+    ``disk_faults`` (a probability), a cycle's disk first fills up or fails (EIO on writes or on fsyncs) for a
+    seeded while, then recovers, and the writers go on (opening their writers again) before the crash."""
     say = report if callable(report) else print
     rng = random.Random(seed)
+    rec = HistoryRecorder(history_dir, "nemesis")
     started = time.monotonic()
     torn = failures = 0
+    faults: Counter[str] = Counter()
     first_failure = ""
+    children_log = (history_dir / "writers.stderr").open("ab")  # the writers' warnings (a segment in error...)
     for cycle in range(cycles):
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "tests.crash.crash_child",
-                uri,
-                str(history_dir),
-                str(cycle),
-                str(rng.randrange(2**31)),
-                str(rotation),
+                sys.executable, "-m", "tests.crash.crash_child", uri, str(history_dir), str(cycle),
+                str(rng.randrange(2**31)), str(rotation),
             ],
             stdout=subprocess.PIPE,
+            stderr=children_log,
             text=True,
             env=_env(),
             cwd=ROOT,
-        )
+        )  # fmt: skip
         try:
             ev = _first_event(proc)
-            if ev.get("event") == "ready":
-                time.sleep(rng.uniform(0.0, max_run_s))
-            else:
+            if ev.get("event") != "ready":
                 failures += 1
                 first_failure = first_failure or f"cycle {cycle}: {ev.get('error')}\n{ev.get('trace', '')}"
+            elif rng.random() < disk_faults:
+                time.sleep(rng.uniform(0.0, max_run_s / 2))
+                kind = rng.choice(fault_kinds)
+                fault = rec.fault_start(kind)
+                _disk_fault(fs, kind, rng)
+                time.sleep(rng.uniform(0.05, 0.3))
+                fs.fault()
+                rec.fault_end(kind, fault=fault)
+                faults[kind] += 1
+                time.sleep(rng.uniform(0.2, max_run_s))  # the writers recover and go on
+            else:
+                time.sleep(rng.uniform(0.0, max_run_s))
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=30)
@@ -140,32 +172,53 @@ def run_crashes(
         fs.crash(rng.randrange(2**31), torn=tear)
         if (cycle + 1) % 50 == 0:
             say(f"{cycle + 1}/{cycles} crashes, {failures} recovery failures")
+    rec.close()
+    children_log.close()
     try:
         final_read(uri, history_dir)
     except storage.DLError as e:
         failures += 1
         first_failure = first_failure or f"final read: {type(e).__name__}: {e}"
-    report_ = check(History.load(history_dir))
-    acked = int(report_.line().split("acked=")[1].split()[0])
+    history = History.load(history_dir)
+    report_ = check(history)
+    resumed = _resumed_after_faults(history)
+    acked = sum(1 for op in history.ops if op.outcome == "ok")
     return CrashResult(
-        cycles, torn, failures, first_failure, report_.line(), report_.ok, acked, time.monotonic() - started
-    )
+        cycles, torn, failures, first_failure, report_.line(), report_.ok, acked, time.monotonic() - started,
+        dict(faults), resumed,
+    )  # fmt: skip
+
+
+def _resumed_after_faults(history: History) -> int:
+    """How many disk-fault windows were followed by an acknowledged write before the next crash."""
+    oks = sorted(op.done for op in history.ops if op.outcome == "ok" and op.done is not None)
+    resumed = 0
+    for w in history.faults:
+        if w.end is not None and bisect.bisect_right(oks, w.end) < len(oks):
+            nxt = oks[bisect.bisect_right(oks, w.end)]
+            resumed += nxt - w.end < 2.0  # within the same cycle (a cycle lasts well under 2 s)
+    return resumed
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.crash.harness", description=__doc__.splitlines()[0])
     p.add_argument("--cycles", type=int, default=2500)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--disk-faults", type=float, default=0.0, help="probability of a disk fault per cycle")
+    p.add_argument("--workdir", help="keep the file system's state, the history and the writers' stderr here")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="crash-") as d, CrashFS(Path(d) / "state", Path(d) / "mnt") as fs:
-        (Path(d) / "history").mkdir()
-        result = run_crashes(
-            fs,
-            f"distributedlog-local://{Path(d) / 'mnt' / 'ns'}",
-            Path(d) / "history",
-            cycles=args.cycles,
-            seed=args.seed,
-        )
+    with tempfile.TemporaryDirectory(prefix="crash-") as tmp:
+        d = Path(args.workdir or tmp)
+        (d / "history").mkdir(parents=True)
+        with CrashFS(d / "state", d / "mnt") as fs:
+            result = run_crashes(
+                fs,
+                f"distributedlog-local://{d / 'mnt' / 'ns'}",
+                d / "history",
+                cycles=args.cycles,
+                seed=args.seed,
+                disk_faults=args.disk_faults,
+            )
     print(result.line("embedded"))
     return 0 if result.ok else 1
 

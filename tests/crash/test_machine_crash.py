@@ -1,9 +1,10 @@
-"""Machine crashes (tests/crash/harness.py): writers acknowledging under load on a file system that forgets what
-was not fsynced (tools/crashfs.py), crashed at seeded moments, reopened by a fresh process each time. Every
-acknowledged record is there exactly once and in order, nothing else is, and every reopen recovers.
+"""Machine crashes, full disks and failing disks (tests/crash/harness.py): writers acknowledging under load on a file
+system that forgets what was not fsynced (tools/crashfs.py), crashed at seeded moments, reopened by a fresh process
+each time. Every acknowledged record is there exactly once and in order, nothing else is, and every reopen recovers.
 
-CI runs 200 crash points over the two stores of metadata (the embedded SQLite file on the crashing disk;
-ZooKeeper on machines of its own, the segments on the crashing disk); ``make chaos`` runs thousands."""
+CI runs about 200 crash points over both metadata stores (the embedded SQLite file on the crashing disk; ZooKeeper on
+machines of its own, the segments on the crashing disk), some of them after the disk filled up or failed and
+recovered; ``make chaos`` runs thousands."""
 
 from __future__ import annotations
 
@@ -24,14 +25,19 @@ def _say(capsys: pytest.CaptureFixture[str], text: str) -> None:
         print(f"\n{text}", flush=True)
 
 
+def _history(tmp_path: Path) -> Path:
+    history = tmp_path / "history"
+    history.mkdir()
+    return history
+
+
 def test_embedded_namespace_survives_machine_crashes(
     crashfs: CrashFS, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The namespace is created by the first writer, just before the first crash: it survives it."""
-    history = tmp_path / "history"
-    history.mkdir()
+    """The namespace is created by the first writer, just before the first crash: it survives it, as do the logs
+    some cycles create just before theirs."""
     uri = f"distributedlog-local://{crashfs.mountpoint / 'ns'}"
-    result = run_crashes(crashfs, uri, history, cycles=120, seed=20261128, report=lambda t: _say(capsys, t))
+    result = run_crashes(crashfs, uri, _history(tmp_path), cycles=100, seed=20261128, report=lambda t: _say(capsys, t))
     _say(capsys, result.line("embedded"))
     assert result.ok, result.line("embedded")
 
@@ -41,10 +47,29 @@ def test_zookeeper_namespace_with_local_segments_survives_machine_crashes(
 ) -> None:
     """Metadata on ZooKeeper (machines of its own: it does not crash), segments on the crashing disk. The segment
     directory is made by the bind, just before the first crash."""
-    history = tmp_path / "history"
-    history.mkdir()
     uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
     storage.bind_namespace(uri, segments=f"file://{crashfs.mountpoint / 'segments'}")
-    result = run_crashes(crashfs, uri, history, cycles=80, seed=20261129, rotation=4, report=lambda t: _say(capsys, t))
+    result = run_crashes(
+        crashfs, uri, _history(tmp_path), cycles=60, seed=20261129, rotation=4, report=lambda t: _say(capsys, t)
+    )
     _say(capsys, result.line("zookeeper"))
     assert result.ok, result.line("zookeeper")
+
+
+@pytest.mark.parametrize(
+    ("label", "kinds"), [("full-disk", ("full",)), ("failing-disk", ("eio-write", "eio-fsync"))], ids=["full", "eio"]
+)
+def test_disk_full_or_failing_then_machine_crash(
+    crashfs: CrashFS, tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str, kinds: tuple[str, ...]
+) -> None:
+    """Each cycle the disk fills up (writes short, then ENOSPC) or fails (EIO on writes; EIO on fsync, the unsynced
+    pages then lost although a later fsync succeeds) for a while, then recovers; the writers reopen and go on in the
+    same process; then the machine crashes. Failed writes are definitive only when nothing of them can be stored."""
+    uri = f"distributedlog-local://{crashfs.mountpoint / 'ns'}"
+    result = run_crashes(
+        crashfs, uri, _history(tmp_path), cycles=25, seed=20261130, disk_faults=1.0, fault_kinds=kinds,
+        report=lambda t: _say(capsys, t),
+    )  # fmt: skip
+    _say(capsys, result.line(label))
+    assert result.ok, result.line(label)
+    assert result.resumed == sum(result.faults.values()) == 25, result.line(label)
