@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,21 +82,29 @@ def _first_event(proc: subprocess.Popen[str], timeout_s: float = 60) -> dict[str
     return {"event": "recovery-failed", "error": f"the writer exited ({proc.returncode}) or hung before opening"}
 
 
-def final_read(uri: str, history_dir: Path) -> int:
-    """Recover every log (a writer opened and closed) and record its records as the final read."""
-    rec = HistoryRecorder(history_dir, "final")
-    n = 0
-    with storage.open_namespace(uri, {"lockTimeoutSeconds": 30}, create=False) as ns:
+def _records(ns: storage.Namespace, name: str) -> Iterator[storage.LogRecordWithDLSN]:
+    with ns.open_log(name).open_reader(DLSN.INITIAL) as r:
+        while batch := r.read_bulk(5000, non_blocking=True):
+            yield from batch
+
+
+def final_read(uri: str, history_dir: Path, *, sink: bool = False) -> None:
+    """Recover every log (a writer opened and closed) and record its records as the final read; for the sink,
+    the input log's records as the sink's input and the output log's as its output."""
+    with (
+        HistoryRecorder(history_dir, "final") as rec,
+        storage.open_namespace(uri, {"lockTimeoutSeconds": 30}, create=False) as ns,
+    ):
+        if sink:
+            for x in _records(ns, "events"):
+                rec.input("events", x.payload)
+            for x in _records(ns, "out"):
+                rec.output(x.payload)
+            return
         for name in ns.list_logs():
-            log = ns.open_log(name)
-            log.open_writer().close()
-            with log.open_reader(DLSN.INITIAL) as r:
-                while batch := r.read_bulk(5000, non_blocking=True):
-                    for x in batch:
-                        rec.final_read(name, x.payload.split(b"|", 1)[0], x.dlsn, x.txid)
-                        n += 1
-    rec.close()
-    return n
+            ns.open_log(name).open_writer().close()  # recovers the segment the last writer left in progress
+            for x in _records(ns, name):
+                rec.final_read(name, x.payload.split(b"|", 1)[0], x.dlsn, x.txid)
 
 
 #: The disk faults a cycle may meet before its crash: (kind, fault settings).
@@ -120,6 +129,7 @@ def run_crashes(
     seed: int,
     rotation: int = 1,
     max_run_s: float = 0.5,
+    sink: bool = False,
     disk_faults: float = 0.0,
     fault_kinds: tuple[str, ...] = DISK_FAULTS,
     report: object = print,
@@ -136,11 +146,14 @@ def run_crashes(
     first_failure = ""
     children_log = (history_dir / "writers.stderr").open("ab")  # the writers' warnings (a segment in error...)
     for cycle in range(cycles):
+        child_seed = str(rng.randrange(2**31))
+        argv = (
+            ["tests.crash.sink_child", uri, str(cycle), child_seed]
+            if sink
+            else ["tests.crash.crash_child", uri, str(history_dir), str(cycle), child_seed, str(rotation)]
+        )
         proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "tests.crash.crash_child", uri, str(history_dir), str(cycle),
-                str(rng.randrange(2**31)), str(rotation),
-            ],
+            [sys.executable, "-m", *argv],
             stdout=subprocess.PIPE,
             stderr=children_log,
             text=True,
@@ -172,10 +185,18 @@ def run_crashes(
         fs.crash(rng.randrange(2**31), torn=tear)
         if (cycle + 1) % 50 == 0:
             say(f"{cycle + 1}/{cycles} crashes, {failures} recovery failures")
+    if sink:  # the last run, not killed, publishes the rest of the input
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.crash.sink_child", uri, str(cycles), str(rng.randrange(2**31))],
+            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600,
+        )  # fmt: skip
+        if '"drained"' not in done.stdout:
+            failures += 1
+            first_failure = first_failure or f"the last sink run: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     rec.close()
     children_log.close()
     try:
-        final_read(uri, history_dir)
+        final_read(uri, history_dir, sink=sink)
     except storage.DLError as e:
         failures += 1
         first_failure = first_failure or f"final read: {type(e).__name__}: {e}"

@@ -73,3 +73,26 @@ def test_disk_full_or_failing_then_machine_crash(
     _say(capsys, result.line(label))
     assert result.ok, result.line(label)
     assert result.resumed == sum(result.faults.values()) == 25, result.line(label)
+
+
+def test_exactly_once_sink_publishes_every_input_once_across_machine_crashes(
+    crashfs: CrashFS, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sink's storage half (tests/crash/sink_child.py: stage a batch, publish it with its commit record; half of
+    the restarts replay the last committed batch first): after crashes at seeded moments of staging and publishing,
+    then a last run that publishes the rest, the output holds every input record once, in order."""
+    uri = f"distributedlog-local://{crashfs.mountpoint / 'ns'}"
+    with storage.open_namespace(uri) as ns:
+        ns.create_log("events")
+        ns.create_log("out")
+        with ns.open_log("events").open_writer() as w:
+            for i in range(1, 10_001):
+                w.write(storage.LogRecord(i, b"e-%d" % i))
+    crashfs.sync()  # the input, written earlier, is on disk
+    result = run_crashes(
+        crashfs, uri, _history(tmp_path), cycles=30, seed=20261131, sink=True, max_run_s=1.5,
+        report=lambda t: _say(capsys, t),
+    )  # fmt: skip
+    _say(capsys, result.line("sink"))
+    assert result.ok, result.line("sink")
+    assert "sink_missing=0 sink_duplicated=0" in result.check_line, result.check_line
