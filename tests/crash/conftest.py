@@ -14,3 +14,6 @@ from tools.crashfs import CrashFS
 def crashfs(tmp_path: Path) -> Iterator[CrashFS]:
     with CrashFS(tmp_path / "crashfs", tmp_path / "mnt") as fs:
         yield fs
+
+
+from tests.proxy.conftest import proxy_process, proxy_processes  # noqa: E402, F401  (the write proxy's processes)
