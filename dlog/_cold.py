@@ -60,9 +60,13 @@ def offload(state: State, names: tuple[str, ...], all_logs: bool) -> None:
 @click.command()
 @click.argument("names", nargs=-1, metavar="NAME...")
 @click.option("--all", "all_logs", is_flag=True, help="Every log of the namespace.")
+@click.option(
+    "--purged", is_flag=True, help="Also bring back hot copies that retention or `dlog purge` deleted on purpose."
+)
 @pass_state
-def restore(state: State, names: tuple[str, ...], all_logs: bool) -> None:
-    """Rebuild segments whose hot ledger is gone (a lost or replaced segment store) from their cold copies.
+def restore(state: State, names: tuple[str, ...], all_logs: bool, purged: bool) -> None:
+    """Rebuild segments whose hot ledger is gone (a lost or replaced segment store) from their cold copies; hot
+    copies deleted on purpose (retention, `dlog purge`) stay cold-only unless --purged.
 
     Run it (with --all) before any writer uses a namespace whose segment store was replaced. Exits 1 if a segment
     has neither a hot nor a cold copy (it is reported, the others are restored).
@@ -72,7 +76,7 @@ def restore(state: State, names: tuple[str, ...], all_logs: bool) -> None:
         tiered = _tiered(ns)
         for name in _names(ns, names, all_logs):
             require_log(ns, name)
-            report = restore_log(tiered, LogMetadata(ns.metastore, ns.paths_of(name)))
+            report = restore_log(tiered, LogMetadata(ns.metastore, ns.paths_of(name)), purged=purged)
             for lssn, old, new in report.restored:
                 out(f"restored {name} lssn={lssn} ledgerId={old}->{new}")
             for lssn in report.lost:
@@ -80,7 +84,8 @@ def restore(state: State, names: tuple[str, ...], all_logs: bool) -> None:
             lost += len(report.lost)
             out(
                 f"{name}: {len(report.restored)} segments restored ({report.bytes_restored} bytes), "
-                f"{len(report.present)} present, {len(report.lost)} lost"
+                f"{len(report.present)} present, {len(report.purged)} purged on purpose (cold only; --purged "
+                f"restores them), {len(report.lost)} lost"
             )
     if lost:
         raise DLError(f"{lost} segment(s) have neither a hot nor a cold copy")

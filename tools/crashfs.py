@@ -12,7 +12,8 @@ system), and what POSIX does not yet promise to keep is remembered in undo logs:
 On command (see :class:`CrashFS`) it then:
 
 - **crashes**: every change not durable is undone, data first then names, newest first; with ``torn=True`` a
-  seeded prefix of each file's unsynced bytes is kept instead (a torn last write, as a power cut leaves it).
+  seeded prefix of each file's unsynced bytes is kept instead (a torn last write, as a power cut leaves it), torn
+  only at a 512-byte sector boundary (a sector is written whole or not at all, as disks promise).
   Whoever still had the file system open is not stopped: kill those processes first (a machine crash kills
   everything), as :meth:`CrashFS.crash` checks;
 - **fills up**: after ``after_bytes`` more bytes, writes are short then fail with ENOSPC, as do creates;
@@ -380,6 +381,8 @@ class ForgetfulOperations:
                     u = undo[i]
                     before = sum(x.length for x in undo[:i] if not x.doomed)
                     cut = 0 if u.doomed else max(0, min(u.length, keep - before))
+                    if 0 < cut < u.length:  # a write is torn at a sector boundary: sectors are atomic
+                        cut = max(0, (u.offset + cut) // SECTOR * SECTOR - u.offset)
                     _revert(state.fd, u, cut)
                     dropped += u.length if u.doomed else u.length - cut
                     kept += cut
@@ -453,6 +456,8 @@ class ForgetfulOperations:
 
 
 PAGE = 4096
+#: The unit a disk writes atomically at a power cut (what databases assume: PostgreSQL keeps pg_control in one).
+SECTOR = 512
 
 
 def _subtract(ranges: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:

@@ -137,6 +137,12 @@ def _translate(exc: BaseException, what: str, uri: str) -> ColdStoreError:
     missing = isinstance(exc, FileNotFoundError) or "NoSuchKey" in text or "NO_SUCH_KEY" in text
     if missing and "NoSuchBucket" not in text and "NO_SUCH_BUCKET" not in text:
         return ColdObjectNotFoundError(f"cold store {uri}: {what}: no such object ({msg})")
+    if isinstance(exc, PermissionError) and uri.startswith("file://"):
+        return ColdStoreError(
+            f"cold store {uri}: {what}: refused ({msg}); check the directory's permissions (the writing user needs "
+            "to create, write, rename and delete files in it)",
+            retriable=False,
+        )
     if isinstance(exc, PermissionError) or _REFUSED.search(text):
         return ColdStoreError(
             f"cold store {uri}: {what}: refused ({msg}); check the bucket and the credentials "
@@ -312,9 +318,14 @@ class ArrowColdStore(ColdStore):
         except (OSError, ValueError) as e:
             raise _translate(e, f"look up {'bucket' if not self._local else 'directory'} {where!r}", self.uri) from e
         if info.type != pafs.FileType.Directory:
-            kind = "bucket" if not self._local else "directory"
+            if not self._local:
+                problem = "does not exist (create it first; binding never creates a bucket)"
+            elif info.type == pafs.FileType.NotFound:
+                problem = "does not exist"
+            else:
+                problem = "is a file, not a directory: give the path of a directory"
             raise ColdStoreError(
-                f"cold store {self.uri}: {kind} {where!r} does not exist (create it first; binding never creates it)",
+                f"cold store {self.uri}: {'bucket' if not self._local else 'directory'} {where!r} {problem}",
                 retriable=False,
             )
         probe = f".dl-probe-{uuid.uuid4().hex[:12]}"

@@ -9,7 +9,9 @@ touched. Offloading an offloaded segment does nothing; two offloaders racing wri
 
 When: :class:`BackgroundOffloader` runs in a writer's process whenever the writer completes a segment (it rides on
 the writer's retention trigger), for every completed segment of the log that completed ``offloadThresholdHours``
-ago or more (0: at once; negative: never by itself). ``dlog offload NAME...|--all`` catches up by hand. An outage of
+ago or more (0: at once; negative: never by itself). With 0, a writer's ``close()`` offloads the segment it just
+completed before it returns (waiting at most ``coldStoreRequestTimeoutSeconds``), so a short-lived writer leaves
+no segment hot-only. ``dlog offload NAME...|--all`` catches up by hand. An outage of
 the cold store never blocks writes: the background run fails (a retriable ``ColdStoreError``, logged, counted in
 ``dlog_segstore_op_errors_total{store="cold",op="offload"}``) and tries again ``offloadRetryIntervalSeconds`` later,
 until it succeeds.
@@ -159,6 +161,8 @@ class BackgroundOffloader:
         self._again = False
         self._timer: threading.Timer | None = None
         self._from_lssn = 0  # every completed segment below this LSSN is offloaded (a run need not look again)
+        self._idle = threading.Event()
+        self._idle.set()
         #: Runs that failed (for tests and ``dlog stats``: also ``dlog_segstore_op_errors_total``).
         self.failures = 0
         self.last_error: DLError | None = None
@@ -176,6 +180,7 @@ class BackgroundOffloader:
                 self._again = True
                 return
             self._running = True
+            self._idle.clear()
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -224,9 +229,26 @@ class BackgroundOffloader:
                     self._again = False
                     continue
                 self._running = False
+                self._idle.set()
             if next_due_s is not None:
                 self._schedule(next_due_s)
             return
+
+    def offload_due_now(self, timeout_s: float) -> bool:
+        """Run once for every segment due (its writer is closing, and would take the background run with it) and
+        wait for that run, at most ``timeout_s``; True when it finished. A failure is logged and counted as in the
+        background; the segments left go with the next writer's first roll, or ``dlog offload``."""
+        if not self.enabled or self._threshold_h > 0:
+            return True
+        self.trigger()
+        if self._idle.wait(min(1.0, timeout_s)):
+            return True
+        log.info(
+            "closing the writer of %r: waiting up to %.0fs for the offload of its last segment to the cold store",
+            self._meta.paths.name,
+            timeout_s,
+        )
+        return self._idle.wait(max(0.0, timeout_s - 1.0))
 
     def close(self) -> None:
         """Cancel a scheduled retry (a run in progress finishes)."""

@@ -39,6 +39,7 @@ class RestoreReport:
 
     restored: list[tuple[int, int, int]] = field(default_factory=list)  # (lssn, old ledger id, new ledger id)
     present: list[int] = field(default_factory=list)  # hot copy there already
+    purged: list[int] = field(default_factory=list)  # hot copy deleted on purpose (retention, dlog purge): left so
     lost: list[int] = field(default_factory=list)  # neither copy (or in progress without a hot ledger)
     bytes_restored: int = 0
 
@@ -53,8 +54,9 @@ def reserve_past(tiered: TieredSegmentStore, ledger_id: int) -> None:
         pass
 
 
-def restore_log(tiered: TieredSegmentStore, meta: LogMetadata) -> RestoreReport:
-    """Rebuild the missing hot ledgers of the log's segments from cold (see the module docstring).
+def restore_log(tiered: TieredSegmentStore, meta: LogMetadata, *, purged: bool = False) -> RestoreReport:
+    """Rebuild the missing hot ledgers of the log's segments from cold (see the module docstring). A hot copy that
+    retention or ``dlog purge`` deleted on purpose is left so (reported in ``purged``) unless ``purged`` is True.
 
     Raises:
         LogNotFoundError. CorruptedEntryError: a cold copy is damaged (that segment is not restored; those
@@ -66,8 +68,10 @@ def restore_log(tiered: TieredSegmentStore, meta: LogMetadata) -> RestoreReport:
     for seg in segments:
         if tiered.hot_exists(seg.ledger_id):
             report.present.append(seg.lssn)
-        elif seg.in_progress or tiered.index.get(seg.ledger_id) is None:
+        elif seg.in_progress or (rec := tiered.index.get(seg.ledger_id)) is None:
             report.lost.append(seg.lssn)
+        elif rec.hot_purged_ms and not purged:
+            report.purged.append(seg.lssn)
         else:
             missing.append(seg)
     if not missing:

@@ -122,6 +122,9 @@ def purge_older_than(
                 if not _offloaded(tiered, meta, seg, dry_run=dry_run):
                     break  # never delete the only copy
                 if not dry_run:
+                    rec = tiered.index.get(seg.ledger_id)
+                    if rec is not None:  # on purpose: `dlog restore` brings back what was lost, not this
+                        tiered.index.mark_hot_purged(rec, now_ms)
                     tiered.hot.delete_ledger(seg.ledger_id)
             elif not dry_run:
                 segstore.delete_ledger(seg.ledger_id)

@@ -53,6 +53,9 @@ class ColdRecord:
     entries: int
     data_bytes: int
     offloaded_ms: int
+    #: When retention or ``dlog purge`` deleted the hot copy on purpose (0: it was not): ``dlog restore`` brings
+    #: back lost hot copies, not purged ones, unless asked.
+    hot_purged_ms: int = 0
 
     def to_bytes(self) -> bytes:
         return json.dumps({"version": 1, **asdict(self)}, sort_keys=True).encode()
@@ -72,6 +75,7 @@ class ColdRecord:
                 int(doc["entries"]),
                 int(doc["data_bytes"]),
                 int(doc["offloaded_ms"]),
+                int(doc.get("hot_purged_ms", 0)),
             )
         except (ValueError, KeyError, TypeError):
             raise MetadataError(f"unreadable cold record at {path}: {data[:80]!r}") from None
@@ -136,9 +140,17 @@ class ColdIndex:
         except NoNodeError:
             pass
 
+    def mark_hot_purged(self, rec: ColdRecord, now_ms: int) -> None:
+        """Record that the hot copy of ``rec``'s ledger is deleted on purpose (before deleting it). Raises
+        MetadataError."""
+        marked = ColdRecord(**{**asdict(rec), "hot_purged_ms": now_ms})
+        self.store.set(self.path(rec.ledger_id), marked.to_bytes(), ANY_VERSION)
+        with self._lock:
+            self._cache[rec.ledger_id] = marked
+
     def move_ops(self, rec: ColdRecord, new_ledger_id: int) -> tuple[list[Op], ColdRecord]:
         """Metadata ops that move ``rec`` to ``new_ledger_id`` (restore gave the segment a new hot ledger)."""
-        moved = ColdRecord(**{**asdict(rec), "ledger_id": new_ledger_id})
+        moved = ColdRecord(**{**asdict(rec), "ledger_id": new_ledger_id, "hot_purged_ms": 0})
         with self._lock:
             self._cache.pop(rec.ledger_id, None)
         ops: list[Op] = [

@@ -325,6 +325,9 @@ class AsyncLogWriter:
             try:
                 if self._seg is not None and self._fenced is None:
                     self._complete_current()
+                    offloader = self._purger.offloader
+                    if offloader is not None:  # offloadThresholdHours=0: the last segment too, before we go
+                        offloader.offload_due_now(float(self._conf.get("coldStoreRequestTimeoutSeconds")))
             except DLError as e:
                 log.warning("closing writer of %r: segment left for recovery: %s", self._h.name, e)
                 if self._seg is not None:

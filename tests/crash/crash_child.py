@@ -207,5 +207,10 @@ def main(uri: str, history_dir: str, cycle: int, seed: int, rotation: int) -> in
     return 0
 
 
+def run(argv: list[str]) -> int:
+    """``main`` from the command line's arguments (see the module docstring)."""
+    return main(argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]))
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))
+    sys.exit(run(sys.argv[1:]))

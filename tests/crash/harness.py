@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import importlib
 import json
+import multiprocessing
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import storage
@@ -31,8 +32,6 @@ from storage import DLSN
 from tools.crashfs import CrashFS
 from tools.history import check
 from tools.history_events import History, HistoryRecorder
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -64,22 +63,70 @@ class CrashResult:
         )
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+#: Writers start as forks of a process that imported them already (a fresh interpreter would spend most of a
+#: short cycle importing): the crash points per second double.
+_FORKS = multiprocessing.get_context("forkserver")
+_FORKS.set_forkserver_preload(["storage", "tests.crash.crash_child", "tests.crash.sink_child"])
 
 
-def _first_event(proc: subprocess.Popen[str], timeout_s: float = 60) -> dict[str, object]:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line:
-            return dict(json.loads(line))
-        if proc.poll() is not None:
-            break
-    return {"event": "recovery-failed", "error": f"the writer exited ({proc.returncode}) or hung before opening"}
+class _Lines:
+    """The child's stdout: each line sent to the harness."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.buf = conn, ""
+
+    def write(self, text: str) -> int:
+        self.buf += text
+        *lines, self.buf = self.buf.split("\n")
+        for line in lines:
+            self.conn.send(line)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _child_main(conn: Connection, module: str, argv: list[str], stderr_path: str) -> None:
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 2)
+    sys.stdout = _Lines(conn)  # type: ignore[assignment]
+    rc = importlib.import_module(module).run(argv)
+    conn.send(json.dumps({"event": "exit", "rc": rc}))
+
+
+class _Child:
+    """A writer process (a fork of the preloaded server), its events read from a pipe."""
+
+    def __init__(self, module: str, argv: list[str], stderr_path: Path) -> None:
+        self.conn, child_conn = _FORKS.Pipe(duplex=False)
+        self.proc = _FORKS.Process(target=_child_main, args=(child_conn, module, argv, str(stderr_path)))
+        self.proc.start()
+        child_conn.close()
+
+    def first_event(self, timeout_s: float = 60) -> dict[str, object]:
+        if self.conn.poll(timeout_s):
+            try:
+                return dict(json.loads(self.conn.recv()))
+            except EOFError:
+                pass
+        return {"event": "recovery-failed", "error": f"the writer exited ({self.proc.exitcode}) or hung before opening"}
+
+    def run_to_end(self, timeout_s: float) -> list[str]:
+        events = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.conn.poll(max(0.0, deadline - time.monotonic())):
+            try:
+                events.append(self.conn.recv())
+            except EOFError:
+                break
+        self.kill()
+        return events
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(30)
+        self.conn.close()
 
 
 def _records(ns: storage.Namespace, name: str) -> Iterator[storage.LogRecordWithDLSN]:
@@ -144,27 +191,23 @@ def run_crashes(
     torn = failures = 0
     faults: Counter[str] = Counter()
     first_failure = ""
-    children_log = (history_dir / "writers.stderr").open("ab")  # the writers' warnings (a segment in error...)
+    stderr_path = history_dir / "writers.stderr"  # the writers' warnings (a segment in error...)
     for cycle in range(cycles):
         child_seed = str(rng.randrange(2**31))
-        argv = (
-            ["tests.crash.sink_child", uri, str(cycle), child_seed]
+        child = (
+            _Child("tests.crash.sink_child", [uri, str(cycle), child_seed], stderr_path)
             if sink
-            else ["tests.crash.crash_child", uri, str(history_dir), str(cycle), child_seed, str(rotation)]
+            else _Child(
+                "tests.crash.crash_child", [uri, str(history_dir), str(cycle), child_seed, str(rotation)], stderr_path
+            )
         )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", *argv],
-            stdout=subprocess.PIPE,
-            stderr=children_log,
-            text=True,
-            env=_env(),
-            cwd=ROOT,
-        )  # fmt: skip
         try:
-            ev = _first_event(proc)
+            ev = child.first_event()
             if ev.get("event") != "ready":
                 failures += 1
-                first_failure = first_failure or f"cycle {cycle}: {ev.get('error')}\n{ev.get('trace', '')}"
+                if not first_failure:
+                    first_failure = f"cycle {cycle}: {ev.get('error')}\n{ev.get('trace', '')}"
+                    say(f"recovery failed at cycle {cycle}: {first_failure}")
             elif rng.random() < disk_faults:
                 time.sleep(rng.uniform(0.0, max_run_s / 2))
                 kind = rng.choice(fault_kinds)
@@ -178,23 +221,19 @@ def run_crashes(
             else:
                 time.sleep(rng.uniform(0.0, max_run_s))
         finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=30)
+            child.kill()
         tear = rng.random() < 0.5
         torn += tear
         fs.crash(rng.randrange(2**31), torn=tear)
         if (cycle + 1) % 50 == 0:
             say(f"{cycle + 1}/{cycles} crashes, {failures} recovery failures")
     if sink:  # the last run, not killed, publishes the rest of the input
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.crash.sink_child", uri, str(cycles), str(rng.randrange(2**31))],
-            capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600,
-        )  # fmt: skip
-        if '"drained"' not in done.stdout:
+        last = _Child("tests.crash.sink_child", [uri, str(cycles), str(rng.randrange(2**31))], stderr_path)
+        events = last.run_to_end(600)
+        if not any('"drained"' in e for e in events):
             failures += 1
-            first_failure = first_failure or f"the last sink run: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+            first_failure = first_failure or f"the last sink run: {events[-3:]}; see {stderr_path}"
     rec.close()
-    children_log.close()
     try:
         final_read(uri, history_dir, sink=sink)
     except storage.DLError as e:

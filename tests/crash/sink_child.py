@@ -64,5 +64,10 @@ def main(uri: str, cycle: int, seed: int) -> int:
     return 0
 
 
+def run(argv: list[str]) -> int:
+    """``main`` from the command line's arguments (see the module docstring)."""
+    return main(argv[0], int(argv[1]), int(argv[2]))
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    sys.exit(run(sys.argv[1:]))

@@ -96,3 +96,18 @@ def test_exactly_once_sink_publishes_every_input_once_across_machine_crashes(
     _say(capsys, result.line("sink"))
     assert result.ok, result.line("sink")
     assert "sink_missing=0 sink_duplicated=0" in result.check_line, result.check_line
+
+
+@pytest.mark.chaos  # about 40 minutes: `make chaos`
+@pytest.mark.timeout(7200)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_thousands_of_machine_crashes(
+    crashfs: CrashFS, tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int
+) -> None:
+    """2 × 2,500 crash points on the embedded namespace, one cycle in five meeting a full or failing disk first."""
+    uri = f"distributedlog-local://{crashfs.mountpoint / 'ns'}"
+    result = run_crashes(
+        crashfs, uri, _history(tmp_path), cycles=2500, seed=seed, disk_faults=0.2, report=lambda t: _say(capsys, t)
+    )
+    _say(capsys, result.line(f"chaos-{seed}"))
+    assert result.ok, result.line(f"chaos-{seed}")

@@ -68,10 +68,17 @@ def test_bind_offload_show_purge_restore(
     dumped = dlog(*base, "dump", "cli", env=env).ok().out
     assert [line for line in dumped.splitlines() if line.startswith("line ")] == lines
 
+    # the purged hot copies stay purged: restore brings back what was lost, not what was deleted on purpose
+    kept = dlog(*base, "restore", "--all", env=env).ok()
+    assert f"cli: 0 segments restored (0 bytes), 1 present, {n_segments - 1} purged on purpose" in kept.out, kept.out
+    assert _tiers(dlog(*base, "show", "cli", env=env).ok().out) == ["cold"] * (n_segments - 1) + ["both"]
+
     shutil.rmtree(segments)  # the hot store is lost
     segments.mkdir()
     restored = dlog(*base, "restore", "--all", env=env).ok()
-    assert sum(1 for line in restored.lines if line.startswith("restored cli ")) == n_segments
+    assert sum(1 for line in restored.lines if line.startswith("restored cli ")) == 1  # the one that was lost
+    restored = dlog(*base, "restore", "--all", "--purged", env=env).ok()
+    assert sum(1 for line in restored.lines if line.startswith("restored cli ")) == n_segments - 1
     assert _tiers(dlog(*base, "show", "cli", env=env).ok().out) == ["both"] * n_segments
     dumped = dlog(*base, "dump", "cli", env=env).ok().out
     assert [line for line in dumped.splitlines() if line.startswith("line ")] == lines

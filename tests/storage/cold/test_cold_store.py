@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from storage.cold import ColdLocation, ColdStore, open_cold_store
+from storage.cold.arrowfs import _translate
 from storage.cold.segment_object import ColdSegment, SegmentObjectWriter
 from storage.config import Config
 from storage.errors import (
@@ -96,6 +97,20 @@ def test_check_fails_clearly_for_a_missing_bucket_or_directory(
         store.check()
     assert e.value.retriable is False
     assert "does not exist" in str(e.value)
+
+
+def test_a_file_cold_store_names_a_file_in_its_place_and_a_refused_directory(tmp_path: Path) -> None:
+    """A path that is a regular file, and a directory the writing user may not write: each error says which, and
+    neither gives advice about buckets or credentials."""
+    (tmp_path / "plain").write_text("x")
+    with open_cold_store(f"file://{tmp_path / 'plain'}", Config()) as store, pytest.raises(ColdStoreError) as e:
+        store.check()
+    assert "is a file, not a directory" in str(e.value) and "bucket" not in str(e.value), str(e.value)
+    # a refused directory (tests run as root, whom permissions never refuse: the error as an unprivileged user meets it)
+    refused = _translate(PermissionError(13, "Permission denied"), "put 'k'", f"file://{tmp_path}")
+    text = str(refused)
+    assert not refused.retriable
+    assert "check the directory's permissions" in text and "credentials" not in text, text
 
 
 def test_refused_credentials_are_not_retriable(radosgw: RadosGateway) -> None:

@@ -72,6 +72,19 @@ def purge_hot(dlm: storage.LogManager) -> list[storage.LogSegmentMetadata]:
     return dlm.purge_segments(int(time.time() * 1000) - 1)
 
 
+def test_a_short_lived_writer_offloads_its_only_segment_when_it_closes(
+    cold_ns_uri: str, cold_conf: dict[str, Any]
+) -> None:
+    """offloadThresholdHours=0 means at once: a writer that never rolled leaves no segment hot-only at close."""
+    with storage.open_namespace(cold_ns_uri, {**cold_conf, "offloadThresholdHours": 0}) as ns:
+        dlm = ns.open_log("short")
+        write_records(dlm, 1, 10)
+        (seg,) = dlm.log_segments()
+        assert not seg.in_progress
+        record = tiered_of(ns).index.get(seg.ledger_id)
+        assert record is not None and record.key == object_key("short", seg)
+
+
 def test_offload_under_a_running_writer_purge_hot_then_every_reader_reads_exact_records(
     cold_ns_uri: str, cold_conf: dict[str, Any]
 ) -> None:
