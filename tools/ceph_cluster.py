@@ -8,6 +8,9 @@ Module and command line (stdlib only, any Python >= 3.10; the Ceph tools it runs
     python tools/ceph_cluster.py status DIR          # OSDs up/in, PG states, daemons and their RSS
     python tools/ceph_cluster.py kill-osd DIR 0 [--signal KILL|TERM|STOP|CONT]
     python tools/ceph_cluster.py start-osd DIR 0     # restart it, wait until it is up
+    python tools/ceph_cluster.py radosgw DIR [--prefix cold]
+        # an S3 endpoint on loopback (cold storage on one machine); stdout: an s3:// cold store URI, then its
+        # coldStoreAccessKey=... and coldStoreSecretKey=... (for `dlog bind --cold` / a conf file)
     python tools/ceph_cluster.py stop DIR [--wipe]
     # also: python -m tools.ceph_cluster ...
 

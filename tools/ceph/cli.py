@@ -1,4 +1,4 @@
-"""The command line of the Ceph harness (``python tools/ceph_cluster.py start|status|kill-osd|start-osd|stop``;
+"""The command line of the Ceph harness (``python tools/ceph_cluster.py start|status|kill-osd|start-osd|radosgw|stop``;
 usage: :mod:`tools.ceph_cluster`): each command on a :class:`~tools.ceph.cluster.CephCluster` in DIR, progress
 on stderr, exit status 1 with a one-line error when a step fails.
 """
@@ -46,6 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0)
     p = sub.add_parser("status", help="OSDs up/in, daemons and their RSS")
     p.add_argument("dir")
+    p = sub.add_parser(
+        "radosgw", help="start an S3 endpoint (radosgw) on the cluster in DIR; print a cold store URI and its keys"
+    )
+    p.add_argument("dir")
+    p.add_argument("--prefix", default="cold", help="the cold store's prefix in the bucket")
     args = parser.parse_args(argv)
 
     try:
@@ -83,6 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster.start_osd(args.id)
             took = cluster.wait_osd_up(args.id, timeout=args.timeout)
             print(f"osd.{args.id} up after {took:.1f}s", file=sys.stderr)
+        elif args.cmd == "radosgw":
+            gw = cluster.start_radosgw()
+            print(gw.cold_uri(args.prefix))
+            print(f"coldStoreAccessKey={gw.access_key}")
+            print(f"coldStoreSecretKey={gw.secret_key}")
         elif args.cmd == "status":
             st = cluster.status()
             print(f"osds {st['osds']} up {st['up']} in {st['in']}")

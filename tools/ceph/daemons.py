@@ -184,9 +184,15 @@ class ClusterDaemons(ClusterBase):
         recorded = self._recorded()
         if not recorded:
             return
-        osds = {n: p for n, p in recorded.items() if not n.startswith("mon.")}
+        gateways = {n: p for n, p in recorded.items() if n.startswith("rgw")}
+        osds = {n: p for n, p in recorded.items() if not n.startswith(("mon.", "rgw"))}
         mons = {n: p for n, p in recorded.items() if n.startswith("mon.")}
-        for group in (osds, mons):
+        for name, pid in gateways.items():  # radosgw ignores SIGTERM (a 30 s wait): it keeps no state of its own
+            self._reap(name, pid)
+            if self._is_ours(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        for group in (gateways, osds, mons):
             self._terminate(group, timeout)
         for name in recorded:
             with contextlib.suppress(OSError):
