@@ -14,7 +14,8 @@ or ``python -m tools.history check DIR [--final FILE]`` (exit 0 when OK, 1 on an
 
 What :func:`check` asserts, per log (each failed assertion adds to the count of its kind; see :data:`ANOMALIES`):
 
-- ``lost``: every acknowledged write (``ok``) is in the final read; ``misplaced``: ... and at the DLSN (and with
+- ``lost``: every acknowledged write (``ok``) is in the final read, unless acknowledged at a DLSN before one the
+  log was ``truncated`` at (those may be gone); ``misplaced``: ... and at the DLSN (and with
   the txid) its acknowledgement gave;
 - ``invented``: every value read (final read or any reader) was written by some write to that log (any outcome);
 - ``duplicated``: a value at most once in the final read (unknown-outcome writes included); a reader reads each
@@ -322,12 +323,15 @@ class _Checker:
     def writes(self, log: str, final: list[Read], by_value: dict[str, list[Op]], where: dict[str, list[int]]) -> None:
         """Writes against the final log: lost, misplaced, failed visible, send order, batches, epochs, fencing."""
         visible: list[tuple[int, Op]] = []
+        truncated = self.h.truncated.get(log)
         for v, ops in by_value.items():
             ps = where.get(v, [])
             for op in ops:
                 if op.outcome != "ok":
                     continue
                 tx = op.written_txid
+                if not ps and truncated is not None and op.dlsn is not None and op.dlsn < truncated:
+                    continue  # truncated away
                 if not ps:
                     self.flag("lost", log, f"{op.label} acknowledged {v!r} at {op.dlsn}; not in the final read")
                 elif op.dlsn is not None and all(final[p].dlsn != op.dlsn for p in ps):

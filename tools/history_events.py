@@ -228,6 +228,11 @@ class HistoryRecorder:
         """Micro-batch ``batch`` was committed with ``count`` rows: all of them or none may be visible."""
         self._emit("sink_batch", sink=sink, batch=batch, count=count)
 
+    def truncated(self, log: str, dlsn: object) -> None:
+        """The log was truncated before ``dlsn`` (after the truncation returned): acknowledged records before it may
+        be gone from the final read."""
+        self._emit("truncated", log=log, dlsn=as_dlsn(dlsn))
+
     def event(self, ev: str, **fields: Any) -> None:
         """Any other event (kept in the history, ignored by the checks)."""
         self._emit(ev, **fields)
@@ -343,6 +348,7 @@ class History:
         self.inputs: dict[str, list[tuple[str, str, Dlsn | None]]] = defaultdict(list)
         self.outputs: dict[str, list[tuple[str, str | None, Dlsn | None]]] = defaultdict(list)
         self.sink_batches: dict[tuple[str, str], int] = {}
+        self.truncated: dict[str, Dlsn] = {}  # per log, the highest DLSN it was truncated before
         self.start = min((e.time for e in self.events), default=0.0)
         self.end = max((e.time for e in self.events), default=0.0)
         self._ops: dict[tuple[str, str], Op] = {}
@@ -402,6 +408,10 @@ class History:
         elif e.ev == "output":
             sink, batch = str(d.get("sink", DEFAULT_SINK)), None if d.get("batch") is None else str(d["batch"])
             self.outputs[sink].append((as_value(d["value"]), batch, as_dlsn(d.get("dlsn"))))
+        elif e.ev == "truncated":
+            log, at = str(d["log"]), as_dlsn(d["dlsn"])
+            if at is not None and at > self.truncated.get(log, (0, 0, 0)):
+                self.truncated[log] = at
         elif e.ev == "sink_batch":
             self.sink_batches[(str(d.get("sink", DEFAULT_SINK)), str(d["batch"]))] = int(d["count"])
 

@@ -127,6 +127,15 @@ def test_lost_write(tmp_path: Path) -> None:
     assert "'v2'" in report.of("lost")[0].detail and report.line().endswith(" FAIL")
 
 
+def test_records_before_a_truncation_may_be_gone_but_not_those_after_it(tmp_path: Path) -> None:
+    h = Hist(tmp_path)
+    h.writes("w1", V5)
+    h.rec("w1").truncated("log", (1, 2, 0))  # v0 and v1 truncated away
+    h.final(V5[3:])  # v2 missing: it was not before the truncation point
+    report = h.check()
+    assert anomalies(report) == {"lost": 1} and "'v2'" in report.of("lost")[0].detail, report
+
+
 def test_duplicate_in_final_read(tmp_path: Path) -> None:
     h = Hist(tmp_path)
     log = [*V5, ("v-unknown", (1, 5, 0), 6), ("v-unknown", (1, 6, 0), 6)]

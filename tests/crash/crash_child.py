@@ -8,7 +8,8 @@ Prints ``{"event": "ready"}`` once the namespace and its writers are open (every
 a synchronous one (records written, then ``flush()``; each acknowledged when the flush returns) and an async one
 (each record acknowledged by its future). Logs rotate over ``ROTATION`` names, so that on ZooKeeper the lock of
 a killed writer has expired with its session before that log is written again. Some cycles create a log of
-their own just before writing (a name created shortly before the crash).
+their own just before writing (a name created shortly before the crash). The async writer truncates its log now
+and then (recorded for the checker, which then allows records before that point to be gone).
 """
 
 from __future__ import annotations
@@ -134,14 +135,17 @@ def _payload(op: str, rng: random.Random) -> bytes:
 def async_writes(
     rec: HistoryRecorder, log: storage.LogManager, w: storage.AsyncLogWriter, tag: str, rng: random.Random
 ) -> None:
-    """Records written as fast as the window allows, each acknowledged by its future; after an error, once every
-    outstanding future settled, the writer is opened again."""
+    """Records written as fast as the window allows, each acknowledged by its future; every 50 writes the log is
+    truncated before a record acknowledged a while ago; after an error, once every outstanding future settled, the
+    writer is opened again."""
     window = threading.BoundedSemaphore(WINDOW)
     broken = threading.Event()
+    acked: list[DLSN] = []
 
     def done(op: str, t: int, f: Future[DLSN]) -> None:
         e = f.exception()
         if e is None:
+            acked.append(f.result())
             rec.ok(op, dlsn=f.result(), txid=t)
         else:
             _failed(rec, op, e)
@@ -160,6 +164,8 @@ def async_writes(
             broken.clear()
             for _ in range(WINDOW):
                 window.release()
+        if n % 50 == 49 and len(acked) > 60:
+            _truncate(rec, log, w, acked[-40])
         window.acquire()
         op = f"{tag}-{n}"
         n += 1
@@ -173,6 +179,15 @@ def async_writes(
             continue
         f.add_done_callback(lambda f, op=op, t=txid: done(op, t, f))
         txid += 1
+
+
+def _truncate(rec: HistoryRecorder, log: storage.LogManager, w: storage.AsyncLogWriter, at: DLSN) -> None:
+    """Truncate the log before ``at`` (an acknowledged record); recorded once the truncation returned."""
+    try:
+        if w.truncate(at).result(timeout=30):
+            rec.truncated(log.name, at)
+    except (storage.DLError, TimeoutError) as e:  # a disk fault meanwhile: the writes report it
+        emit(event="truncate-error", what=log.name, error=f"{type(e).__name__}: {e}")
 
 
 def main(uri: str, history_dir: str, cycle: int, seed: int, rotation: int) -> int:

@@ -46,6 +46,7 @@ class CrashResult:
     seconds: float
     faults: dict[str, int] = field(default_factory=dict)
     resumed: int = 0
+    truncations: int = 0
 
     @property
     def ok(self) -> bool:
@@ -56,6 +57,7 @@ class CrashResult:
         return (
             f"CRASH {label} points={self.points} torn={self.torn} acked={self.acked} "
             f"recovery_failures={self.recovery_failures}"
+            + (f" truncations={self.truncations}" if self.truncations else "")
             + "".join(f" {k}={v}" for k, v in sorted(self.faults.items()))
             + (f" resumed_after_fault={self.resumed}" if self.faults else "")
             + f" seconds={self.seconds:.0f} {verdict}\n  {self.check_line}"
@@ -245,7 +247,7 @@ def run_crashes(
     acked = sum(1 for op in history.ops if op.outcome == "ok")
     return CrashResult(
         cycles, torn, failures, first_failure, report_.line(), report_.ok, acked, time.monotonic() - started,
-        dict(faults), resumed,
+        dict(faults), resumed, sum(1 for e in history.events if e.ev == "truncated"),
     )  # fmt: skip
 
 
