@@ -23,6 +23,7 @@ URIs (CONTRACT §8)::
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlparse
 
 from storage.cold.base import ColdStore, ObjectInfo, RangeReader
+from storage.common.durable import os_error_detail
 from storage.config import Config
 from storage.errors import ColdObjectNotFoundError, ColdStoreError, InvalidArgumentError
 
@@ -149,6 +151,9 @@ def _translate(exc: BaseException, what: str, uri: str) -> ColdStoreError:
             "(coldStoreAccessKey/coldStoreSecretKey or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
             retriable=False,
         )
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and uri.startswith("file://"):
+        where = uri[len("file://") :]
+        return ColdStoreError(f"cold store {uri}: {what} failed: {os_error_detail(exc, where)}", retriable=True)
     if _RETRIABLE.search(text):
         return ColdStoreError(f"cold store {uri}: {what}: unreachable or failing ({msg})", retriable=True)
     # Anything else (disk full, an unknown server reply): trying again later may succeed.

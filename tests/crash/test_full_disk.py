@@ -93,3 +93,21 @@ def test_a_full_disk_fails_writes_clearly_and_writing_resumes_once_space_is_free
         assert got[: len(acked)] == acked and got[-len(more) :] == more  # the unknown ones: there or not, once
         assert len(got) == len(set(got)) and got == sorted(got)
         ns.create_log("after")  # metadata writable again
+
+
+def test_offload_to_a_full_file_cold_store_names_the_directory_and_the_free_space(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """A ``file://`` cold store on a full disk: the offload fails with the path and the space left, retriable (the
+    writer's background offload tries again later), and the segment keeps its hot copy."""
+    from storage.cold import open_cold_store
+    from storage.config import Config
+
+    cold = small_disk / "cold"
+    cold.mkdir()
+    _fill(small_disk, 0)
+    with open_cold_store(f"file://{cold}", Config()) as store, pytest.raises(storage.ColdStoreError) as full:
+        store.put_verified("segment", [b"x" * 65536])
+    text = str(full.value)
+    assert "No space left on device" in text and f"on the file system of {cold}" in text, text
+    assert full.value.retriable
