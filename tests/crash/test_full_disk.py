@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 import storage
+from dl_proxy import ProxyClient
 from storage import DLSN, LogRecord
+from tests.proxy.conftest import StartProxy
+from tests.zk import ZooKeeperServer
 
 
 @pytest.fixture
@@ -111,3 +114,72 @@ def test_offload_to_a_full_file_cold_store_names_the_directory_and_the_free_spac
     text = str(full.value)
     assert "No space left on device" in text and f"on the file system of {cold}" in text, text
     assert full.value.retriable
+
+
+def test_the_write_proxy_on_a_full_disk(
+    small_disk: Path, zk_server: ZooKeeperServer, zk_chroot: str, proxy_process: StartProxy
+) -> None:
+    """The proxy's segments on a full disk: a producer's write fails after its delivery timeout with the storage
+    error (path, free space) as the cause it saw, outcome unknown; once space is freed the same client writes on
+    and every acknowledged record is in the log once."""
+    uri = f"distributedlog://{zk_server.hosts}{zk_chroot}"
+    storage.bind_namespace(uri, segments=f"file://{small_disk / 'segments'}")
+    with storage.open_namespace(uri) as ns:
+        ns.create_log("full")
+    proc, address = proxy_process(uri)
+    acked: list[bytes] = []
+    with ProxyClient(proxies=[address], timeout_s=5.0) as client:
+        client.write("full", b"first").result(60)
+        acked.append(b"first")
+        filler = _fill(small_disk, 64 * 1024)
+        failure: storage.DLError | None = None
+        for i in range(2000):
+            payload = b"%d-" % i + b"x" * 2000
+            try:
+                client.write("full", payload).result(60)
+                acked.append(payload)
+            except storage.DLError as e:
+                failure = e
+                break
+        assert failure is not None, "the disk never filled up"
+        text = str(failure)
+        assert "No space left on device" in text and "free of 8.0 MiB" in text, text
+        assert failure.outcome_unknown, text
+        filler.unlink()
+        client.write("full", b"after").result(60)
+        acked.append(b"after")
+    proc.terminate()  # a clean stop: the proxy completes its segment
+    assert proc.wait(60) == 0
+    with storage.open_namespace(uri, create=False) as ns:
+        log = ns.open_log("full")
+        log.open_writer().close()
+        with log.open_reader(DLSN.INITIAL) as r:
+            got = [x.payload for batch in iter(lambda: r.read_bulk(1000, non_blocking=True), []) for x in batch]
+    assert all(got.count(p) == 1 for p in acked) and got[-1] == b"after", (len(got), len(acked))
+
+
+def test_the_sinks_staging_on_a_full_disk_fails_clearly_and_leaves_nothing_behind(small_disk: Path) -> None:
+    """What the exactly-once sink's tasks do (stage a batch in a ledger of its own) on a full disk: one clear error
+    (path, free space); the half-written ledger is swept like any staged ledger of a failed task; once space is
+    freed, staging and publishing work."""
+    from storage.log.staging import list_staged, publish, stage_records, sweep
+
+    uri = f"distributedlog-local://{small_disk / 'ns'}"
+    with storage.open_namespace(uri) as ns:
+        ns.create_log("out")
+        filler = _fill(small_disk, 200 * 1024)
+        with pytest.raises(storage.DLError) as full:
+            stage_records(ns, ((t, b"y" * 1000) for t in range(1, 2001)))
+        text = str(full.value)
+        assert "No space left on device" in text and "free of 8.0 MiB" in text and full.value.retriable, text
+        filler.unlink()
+        sweep(ns, older_than_ms=0)
+        assert list_staged(ns) == []
+        assert set(ns.segstore.list_ledgers()) == set()  # nothing half-written left
+        staged = stage_records(ns, [(1, b"a"), (2, b"b")])
+        assert staged is not None
+        publish(ns, "out", [staged], {"batchId": 0}, lambda prev: prev is None)
+        assert [x.payload for x in ns.open_log("out").open_reader(DLSN.INITIAL).read_bulk(10, non_blocking=True)] == [
+            b"a",
+            b"b",
+        ]
