@@ -28,6 +28,21 @@ def test_lanes_report_every_failure_at_the_end(tmp_path: Path) -> None:
     assert (tmp_path / "logs" / "one.log").read_text().count("test_bad") >= 1
 
 
+def _two_lanes(tmp_path: Path, body: str, *lane_args: str) -> subprocess.CompletedProcess[str]:
+    """Lanes ``one`` (tmp_path/a) and ``two`` (tmp_path/b), each one test file made of ``body`` with N as its
+    letter; asserts they passed."""
+    for n in ("a", "b"):
+        (tmp_path / n).mkdir()
+        (tmp_path / n / f"test_{n}.py").write_text(body.replace("N", n))
+    ini = tmp_path / "pytest.ini"
+    ini.write_text("[pytest]\nmarkers =\n    heavy: one at a time\n")
+    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--lane", f"two={tmp_path / 'b'}"]
+    cmd += [*lane_args, "--log-dir", str(tmp_path / "logs"), "--", "-q", "-p", "no:cacheprovider", "-c", str(ini)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
 def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
     """Each lane's heavy test records when it ran; the lock shared by the lanes keeps the two apart, and the one
     that waits says for whom."""
@@ -41,15 +56,7 @@ def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
         "    time.sleep(1.5)\n"
         "    open(SPANS + '/N', 'w').write(f'{start} {time.monotonic()}')\n"
     ).replace("SPANS", repr(str(spans)))
-    for n in ("a", "b"):
-        (tmp_path / n).mkdir()
-        (tmp_path / n / f"test_{n}.py").write_text(body.replace("N", n))
-    ini = tmp_path / "pytest.ini"
-    ini.write_text("[pytest]\nmarkers =\n    heavy: one at a time\n")
-    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--lane", f"two={tmp_path / 'b'}"]
-    cmd += ["--log-dir", str(tmp_path / "logs"), "--", "-q", "-p", "no:cacheprovider", "-c", str(ini)]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = _two_lanes(tmp_path, body)
     (a0, a1), (b0, b1) = (map(float, (spans / n).read_text().split()) for n in ("a", "b"))
     assert a1 <= b0 or b1 <= a0, (a0, a1, b0, b1)
     assert "waits for the heavy-test lock, held by" in out.stdout and "(lane " in out.stdout
@@ -77,15 +84,7 @@ def test_a_lane_runs_its_heavy_tests_first_or_last(tmp_path: Path) -> None:
         "def test_heavy():\n    open(ORDER, 'a').write('H N\\n')\n"
         "def test_light_2():\n    open(ORDER, 'a').write('L N\\n')\n"
     ).replace("ORDER", repr(str(order)))
-    for n in ("a", "b"):
-        (tmp_path / n).mkdir()
-        (tmp_path / n / f"test_{n}.py").write_text(body.replace("N", n))
-    ini = tmp_path / "pytest.ini"
-    ini.write_text("[pytest]\nmarkers =\n    heavy: one at a time\n")
-    cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--lane", f"two={tmp_path / 'b'}"]
-    cmd += ["--heavy-first", "one", "--log-dir", str(tmp_path / "logs"), "--", "-q", "-p", "no:cacheprovider"]
-    out = subprocess.run([*cmd, "-c", str(ini)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
+    _two_lanes(tmp_path, body, "--heavy-first", "one")
     lines = order.read_text().split("\n")
     assert [x[0] for x in lines if x.endswith("a")] == ["H", "L", "L"]
     assert [x[0] for x in lines if x.endswith("b")] == ["L", "L", "H"]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlparse
 
 from storage.cold.base import ColdStore, ObjectInfo, RangeReader
-from storage.common.durable import os_error_detail
+from storage.common.durable import fsync_path, os_error_detail
 from storage.config import Config
 from storage.errors import ColdObjectNotFoundError, ColdStoreError, InvalidArgumentError
 
@@ -245,9 +245,9 @@ class ArrowColdStore(ColdStore):
                     out.write(chunk)
                     size += len(chunk)
             if self._local:
-                _fsync_file(target)
+                fsync_path(target)
                 self._fs.move(target, path)
-                _fsync_dir(os.path.dirname(path))
+                fsync_path(os.path.dirname(path))
         except (OSError, ValueError) as e:
             if self._local:
                 try:
@@ -336,22 +336,6 @@ class ArrowColdStore(ColdStore):
         probe = f".dl-probe-{uuid.uuid4().hex[:12]}"
         self.put_verified(probe, [b"distributedlog cold store probe\n"])
         self.delete(probe)
-
-
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _set_checksum_env() -> None:

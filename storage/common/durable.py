@@ -13,11 +13,24 @@ import os
 from pathlib import Path
 
 
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """fsync a file (its data) or a directory (the names created, renamed or removed in it) by its path.
+
+    Raises:
+        OSError: it cannot be opened or synced.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory, so that the names created, renamed or removed in it survive a crash.
 
     Raises:
-        OSError: the directory cannot be opened or synced.
+        OSError: the directory cannot be opened or synced (``NotADirectoryError``: ``path`` is no directory).
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from storage.common.durable import fsync_path
 from tools.crashfs import CrashFS, CrashFSError
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _append(path: Path, data: bytes, *, sync: bool = False) -> None:
@@ -41,9 +34,9 @@ def test_unsynced_data_and_names_are_forgotten(crashfs: CrashFS) -> None:
     assert not (root / "d").exists()  # the directory's name was never synced in its parent
 
     (root / "d").mkdir()
-    _fsync(root)
+    fsync_path(root)
     _append(root / "d" / "f", b"durable", sync=True)
-    _fsync(root / "d")
+    fsync_path(root / "d")
     _append(root / "d" / "f", b" lost")
     (root / "d" / "new").write_bytes(b"x")
     crashfs.crash(2)
@@ -54,7 +47,7 @@ def test_rename_unlink_and_torn_writes(crashfs: CrashFS) -> None:
     root = crashfs.mountpoint
     _append(root / "a", b"A", sync=True)
     _append(root / "b", b"B", sync=True)
-    _fsync(root)
+    fsync_path(root)
     os.rename(root / "b", root / "a")
     os.unlink(root / "a")
     assert os.listdir(root) == []
@@ -74,7 +67,7 @@ def _reset(path: Path) -> bool:
     data = path.read_bytes()
     assert data[:1] == b"A" and b"0123456789".startswith(data[1:]), data
     os.truncate(path, 1)
-    _fsync(path)
+    fsync_path(path)
     _append(path, b"0123456789")
     return False
 
@@ -102,7 +95,7 @@ def test_a_failed_fsync_loses_its_pages_although_a_later_fsync_succeeds(crashfs:
     root = crashfs.mountpoint
     page = 4096
     _append(root / "f", b"a" * page, sync=True)
-    _fsync(root)
+    fsync_path(root)
     fd = os.open(root / "f", os.O_WRONLY)
     try:
         os.pwrite(fd, b"b" * (2 * page), page)  # pages 1 and 2
@@ -130,7 +123,7 @@ def test_sqlite_in_wal_mode_keeps_committed_transactions(crashfs: CrashFS) -> No
     c.execute("PRAGMA synchronous = FULL")
     c.execute("CREATE TABLE t (x)")
     c.commit()
-    _fsync(crashfs.mountpoint)  # the database file's own name (SQLite syncs the directory only for its journals)
+    fsync_path(crashfs.mountpoint)  # the database file's own name (SQLite syncs the directory only for its journals)
     for i in range(50):
         c.execute("INSERT INTO t VALUES (?)", (i,))
         c.commit()
