@@ -519,12 +519,15 @@ class LogWriter:
     def __init__(self, inner: AsyncLogWriter) -> None:
         self._w = inner
         self._futures: list[Future[DLSN]] = []
+        self._acked_unflushed = False  # records acknowledged since the last flush were dropped from _futures
 
     def write(self, record: LogRecord) -> None:
         """Buffer a record. Raises as :meth:`AsyncLogWriter.write`."""
         self._futures.append(self._w.write(record))
         if len(self._futures) > 4096:
-            self._futures = [f for f in self._futures if not f.done() or f.exception() is not None]
+            kept = [f for f in self._futures if not f.done() or f.exception() is not None]
+            self._acked_unflushed |= len(kept) < len(self._futures)
+            self._futures = kept
 
     def write_bulk(self, records: Iterable[LogRecord]) -> None:
         """Buffer several records (all validated before any is buffered)."""
@@ -542,14 +545,15 @@ class LogWriter:
             WriterFencedError, TransmitError, WriteError, AlreadyClosedError, LockingError.
         """
         futures, self._futures = self._futures, []
+        acked, self._acked_unflushed = self._acked_unflushed, False
         try:
             last = self._w.flush().result()
         except DLError as e:
-            raise _flush_error(e, futures) from e.__cause__
+            raise _flush_error(e, futures, acked) from e.__cause__
         for f in futures:
             exc = f.exception()
             if exc is not None:
-                raise _flush_error(exc, futures)
+                raise _flush_error(exc, futures, acked)
         return last
 
     def mark_end_of_stream(self) -> None:
@@ -577,13 +581,17 @@ class LogWriter:
         self.close()
 
 
-def _flush_error(error: BaseException, futures: list[Future[DLSN]]) -> BaseException:
-    """``error`` as the outcome of a whole sync batch: outcome unknown when any record of it may be stored."""
+def _flush_error(error: BaseException, futures: list[Future[DLSN]], acked: bool) -> BaseException:
+    """``error`` as the outcome of a whole sync batch: outcome unknown when any record of it may be stored
+    (``acked``: some were acknowledged already)."""
     if not isinstance(error, DLError) or error.outcome_unknown:
         return error
-    for f in futures:
-        if not f.done() or f.exception() is None or getattr(f.exception(), "outcome_unknown", False):
-            err = copy.copy(error)
-            err.outcome_unknown = True
-            return err
+
+    def may_be_stored(f: Future[DLSN]) -> bool:
+        return not f.done() or f.exception() is None or bool(getattr(f.exception(), "outcome_unknown", False))
+
+    if acked or any(may_be_stored(f) for f in futures):
+        err = copy.copy(error)
+        err.outcome_unknown = True
+        return err
     return error

@@ -98,6 +98,26 @@ def test_a_full_disk_fails_writes_clearly_and_writing_resumes_once_space_is_free
         ns.create_log("after")  # metadata writable again
 
 
+def test_a_sync_writers_failed_flush_on_a_full_disk_is_outcome_unknown(small_disk: Path) -> None:
+    """A flush covers every record written since the previous one: when any of them may be stored, its error says
+    outcome unknown (never a definitive error for a stored record)."""
+    uri = f"distributedlog-local://{small_disk / 'ns'}"
+    with storage.open_namespace(uri, {"writerOutputBufferSize": 4096}) as ns:
+        ns.create_log("s")
+        log = ns.open_log("s")
+        w = log.open_writer()
+        _fill(small_disk, 200 * 1024)
+        txid = 0
+        with pytest.raises(storage.DLError) as failed:
+            while True:
+                for _ in range(50):
+                    txid += 1
+                    w.write(LogRecord(txid, b"s" * 1000))
+                w.flush()
+        assert failed.value.outcome_unknown and failed.value.retriable, failed.value
+        w.abort()
+
+
 def test_offload_to_a_full_file_cold_store_names_the_directory_and_the_free_space(
     small_disk: Path, tmp_path: Path
 ) -> None:
