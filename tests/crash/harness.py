@@ -12,7 +12,6 @@ of the unsynced bytes). After the last crash a fresh reader recovers and reads e
 from __future__ import annotations
 
 import argparse
-import bisect
 import importlib
 import json
 import multiprocessing
@@ -190,7 +189,7 @@ def run_crashes(
     rng = random.Random(seed)
     rec = HistoryRecorder(history_dir, "nemesis")
     started = time.monotonic()
-    torn = failures = 0
+    torn = failures = resumed = 0
     faults: Counter[str] = Counter()
     first_failure = ""
     stderr_path = history_dir / "writers.stderr"  # the writers' warnings (a segment in error...)
@@ -219,7 +218,8 @@ def run_crashes(
                 fs.fault()
                 rec.fault_end(kind, fault=fault)
                 faults[kind] += 1
-                time.sleep(rng.uniform(0.2, max_run_s))  # the writers recover and go on
+                resumed += _wait_for_ack(history_dir, cycle, time.monotonic())  # the writers reopen, in this process
+                time.sleep(rng.uniform(0.0, max_run_s))
             else:
                 time.sleep(rng.uniform(0.0, max_run_s))
         finally:
@@ -243,7 +243,6 @@ def run_crashes(
         first_failure = first_failure or f"final read: {type(e).__name__}: {e}"
     history = History.load(history_dir)
     report_ = check(history)
-    resumed = _resumed_after_faults(history)
     acked = sum(1 for op in history.ops if op.outcome == "ok")
     return CrashResult(
         cycles, torn, failures, first_failure, report_.line(), report_.ok, acked, time.monotonic() - started,
@@ -251,15 +250,22 @@ def run_crashes(
     )  # fmt: skip
 
 
-def _resumed_after_faults(history: History) -> int:
-    """How many disk-fault windows were followed by an acknowledged write before the next crash."""
-    oks = sorted(op.done for op in history.ops if op.outcome == "ok" and op.done is not None)
-    resumed = 0
-    for w in history.faults:
-        if w.end is not None and bisect.bisect_right(oks, w.end) < len(oks):
-            nxt = oks[bisect.bisect_right(oks, w.end)]
-            resumed += nxt - w.end < 2.0  # within the same cycle (a cycle lasts well under 2 s)
-    return resumed
+def _wait_for_ack(history_dir: Path, cycle: int, since: float, timeout_s: float = 30.0) -> bool:
+    """Whether the cycle's writer recorded an acknowledgement after ``since`` (its history file, on the real disk)
+    within ``timeout_s``: the crash comes after the writers resumed, or after they failed to within that time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in history_dir.glob(f"cycle-{cycle}.*.jsonl"):
+            for line in path.read_text(errors="replace").splitlines()[::-1]:
+                if '"ev": "ok"' in line:
+                    try:
+                        if float(json.loads(line)["m"]) > since:
+                            return True
+                    except (ValueError, KeyError):
+                        continue  # a line being written
+                    break
+        time.sleep(0.02)
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
