@@ -19,11 +19,7 @@ def fsync_path(path: str | os.PathLike[str]) -> None:
     Raises:
         OSError: it cannot be opened or synced.
     """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, os.O_RDONLY)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -32,7 +28,11 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
     Raises:
         OSError: the directory cannot be opened or synced (``NotADirectoryError``: ``path`` is no directory).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _fsync(path: str | os.PathLike[str], flags: int) -> None:
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:

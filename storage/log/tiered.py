@@ -16,6 +16,7 @@ written and read back equal, so "has a record" means "offloaded and verified".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -143,14 +144,14 @@ class ColdIndex:
     def mark_hot_purged(self, rec: ColdRecord, now_ms: int) -> None:
         """Record that the hot copy of ``rec``'s ledger is deleted on purpose (before deleting it). Raises
         MetadataError."""
-        marked = ColdRecord(**{**asdict(rec), "hot_purged_ms": now_ms})
+        marked = dataclasses.replace(rec, hot_purged_ms=now_ms)
         self.store.set(self.path(rec.ledger_id), marked.to_bytes(), ANY_VERSION)
         with self._lock:
             self._cache[rec.ledger_id] = marked
 
     def move_ops(self, rec: ColdRecord, new_ledger_id: int) -> tuple[list[Op], ColdRecord]:
         """Metadata ops that move ``rec`` to ``new_ledger_id`` (restore gave the segment a new hot ledger)."""
-        moved = ColdRecord(**{**asdict(rec), "ledger_id": new_ledger_id, "hot_purged_ms": 0})
+        moved = dataclasses.replace(rec, ledger_id=new_ledger_id, hot_purged_ms=0)
         with self._lock:
             self._cache.pop(rec.ledger_id, None)
         ops: list[Op] = [

@@ -408,11 +408,12 @@ class SqliteMetadataStore(MetadataStore):
         error is retriable (once space is freed, the disk works again); an I/O error while committing leaves the
         outcome unknown (the commit may be in the WAL)."""
         code = (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF
+        text = f"{what} failed on {self._db_path}: {e}"
         if code == _SQLITE_FULL:
-            return MetadataError(f"{what} failed on {self._db_path}: {e} ({free_space(self._db_path)})", retriable=True)
+            return MetadataError(f"{text} ({free_space(self._db_path)})", retriable=True)
         if code == _SQLITE_IOERR:
-            return MetadataError(f"{what} failed on {self._db_path}: {e}", retriable=True, outcome_unknown=committing)
-        return MetadataError(f"{what} failed on {self._db_path}: {e}")
+            return MetadataError(text, retriable=True, outcome_unknown=committing)
+        return MetadataError(text)
 
     def _mutate(self, fn: Callable[[sqlite3.Connection, list[str]], R], what: str) -> R:
         """Run a mutation and log the paths it changed, in one write transaction."""
