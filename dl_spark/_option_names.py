@@ -47,6 +47,8 @@ SOURCE_OPTIONS: tuple[str, ...] = (
     "maxTriggerDelay",
     "maxRecordsPerPartition",
     "minPartitions",
+    "minRecordsPerPartition",
+    "maxPartitions",
     "failOnDataLoss",
     "subscriberId",
     *SPARK_OPTIONS,

@@ -88,6 +88,11 @@ class SourceOptions:
     #: ``dlog.<key>`` options: DistributedLog configuration of the namespace the source opens, in the driver and
     #: in every reading task (e.g. ``dlog.coldStoreAccessKey``/``dlog.coldStoreSecretKey`` for an S3 cold store).
     conf: tuple[tuple[str, Any], ...] = ()
+    #: ``minRecordsPerPartition``: slices smaller than this are packed, across logs, into partitions of about
+    #: this many records (None: one partition per segment slice).
+    min_records_per_partition: int | None = None
+    #: ``maxPartitions``: small slices are packed, across logs, until the plan has at most this many partitions.
+    max_partitions: int | None = None
 
     def conf_dict(self) -> dict[str, Any] | None:
         """The ``dlog.<key>`` configuration overrides, or None."""
@@ -288,6 +293,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_trigger_delay_ms=delay,
         max_records_per_partition=_positive_int(opts, "maxRecordsPerPartition"),
         min_partitions=_positive_int(opts, "minPartitions"),
+        min_records_per_partition=_positive_int(opts, "minRecordsPerPartition"),
+        max_partitions=_positive_int(opts, "maxPartitions"),
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         ending_txid=ending_txid,
         subscriber_id=subscriber,

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,6 +40,7 @@ __all__ = [
     "PartitionSpec",
     "Slice",
     "allocate",
+    "coalesce",
     "plan_partitions",
 ]
 
@@ -84,15 +88,59 @@ class _Cols:
         self.flags = flags
 
 
+class _EntryCache:
+    """Decoded entries of one segment store, shared by every planning call of the process: an entry
+    at or below its ledger's LAC never changes, and each trigger starts where the last one ended (its
+    entry was read then). Bounded by the records held (least recently used dropped first)."""
+
+    def __init__(self, max_records: int) -> None:
+        self.max_records = max_records
+        self._held = 0
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, int], _Cols] = OrderedDict()
+
+    def get(self, key: tuple[int, int]) -> _Cols | None:
+        with self._lock:
+            got = self._entries.get(key)
+            if got is not None:
+                self._entries.move_to_end(key)
+            return got
+
+    def put(self, key: tuple[int, int], cols: _Cols) -> None:
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = cols
+            self._held += len(cols.positions) + 1
+            while self._held > self.max_records and self._entries:
+                _, old = self._entries.popitem(last=False)
+                self._held -= len(old.positions) + 1
+
+
+#: Records of decoded entries kept per segment store for planning (a few tens of MB at most).
+ENTRY_CACHE_RECORDS = 500_000
+_entry_caches: weakref.WeakKeyDictionary[SegmentStore, _EntryCache] = weakref.WeakKeyDictionary()
+_entry_caches_lock = threading.Lock()
+
+
+def _entry_cache(store: SegmentStore) -> _EntryCache:
+    with _entry_caches_lock:
+        got = _entry_caches.get(store)
+        if got is None:
+            got = _entry_caches[store] = _EntryCache(ENTRY_CACHE_RECORDS)
+        return got
+
+
 class LogInspector:
-    """One log's segments as seen now, with the entry reads planning needs (cached)."""
+    """One log's segments as seen now, with the entry reads planning needs (cached: ledger states for
+    this snapshot, decoded entries for the process)."""
 
     def __init__(self, name: str, segstore: SegmentStore, segments: Sequence[LogSegmentMetadata]) -> None:
         self.name = name
         self.store = segstore
         self.segments = list(segments)
         self._info: dict[int, LedgerInfo] = {}
-        self._cols: dict[tuple[int, int], _Cols] = {}
+        self._cols = _entry_cache(segstore)
         self._counts: dict[int, int] = {}
 
     # --- per segment ------------------------------------------------------------------------
@@ -113,13 +161,13 @@ class LogInspector:
         return self.info(seg).last_entry_id
 
     def _entry(self, seg: LogSegmentMetadata, entry_id: int) -> _Cols:
-        key = (seg.lssn, entry_id)
+        key = (seg.ledger_id, entry_id)
         got = self._cols.get(key)
         if got is None:
             data = self.store.read_entry(seg.ledger_id, entry_id)
             c = decode_entry_columns(data, envelope=seg.envelope_entries, include_control=True)
             got = _Cols(c.positions, c.slots, c.flags)
-            self._cols[key] = got
+            self._cols.put(key, got)
         return got
 
     def users_through(self, seg: LogSegmentMetadata, entry_id: int) -> int:
@@ -179,6 +227,11 @@ class LogInspector:
         if not 1 <= pos <= self.count(seg):
             raise ValueError(f"position {pos} outside 1..{self.count(seg)} of segment {seg.lssn}")
         lo, hi = 0, self.last_entry(seg)
+        if pos == self.count(seg) and seg.in_progress:  # the tail: in the last entry with user records
+            e = hi
+            while e > 0 and not any(not f & _NOT_USER for f in self._entry(seg, e).flags):
+                e -= 1
+            lo = hi = e
         while lo < hi:
             mid = (lo + hi) // 2
             if self.users_through(seg, mid) >= pos:
@@ -385,4 +438,54 @@ def plan_partitions(
                 )
             )
             pos = last_pos + 1
+    return out
+
+
+def coalesce(
+    specs: Sequence[PartitionSpec],
+    *,
+    min_records_per_partition: int | None,
+    max_partitions: int | None,
+    max_records_per_partition: int | None = None,
+) -> list[list[PartitionSpec]]:
+    """Group planned slices into partitions: slices with fewer than ``min_records_per_partition``
+    records are packed, across logs, in plan order, into groups of at least that many (the last group
+    of a plan may hold fewer); then, while there are more than ``max_partitions`` groups, the size a
+    group must reach grows. A group never exceeds ``max_records_per_partition`` when that is set (it
+    wins over ``max_partitions``); larger slices keep a partition each. Every slice is in exactly one
+    group, and within a log the groups keep the slices' order. Deterministic."""
+    singles = [[s] for s in specs]
+    if not specs or (min_records_per_partition is None and max_partitions is None):
+        return singles
+    total = sum(s.size for s in specs)
+    target = min_records_per_partition or 1
+    if max_partitions is not None:
+        target = max(target, math.ceil(total / max_partitions))
+    while True:
+        groups = _pack(specs, target, max_records_per_partition)
+        if max_partitions is None or len(groups) <= max_partitions or target >= total:
+            return groups
+        target = min(total, max(target + 1, math.ceil(target * 1.25)))
+
+
+def _pack(specs: Sequence[PartitionSpec], target: int, cap: int | None) -> list[list[PartitionSpec]]:
+    """Slices of ``target`` records or more alone; smaller ones packed in order until a group reaches
+    ``target`` (or would pass ``cap``)."""
+    out: list[list[PartitionSpec]] = []
+    group: list[PartitionSpec] = []
+    held = 0
+    for s in specs:
+        if s.size >= target:
+            out.append([s])
+            continue
+        if group and cap is not None and held + s.size > cap:
+            out.append(group)
+            group, held = [], 0
+        group.append(s)
+        held += s.size
+        if held >= target:
+            out.append(group)
+            group, held = [], 0
+    if group:
+        out.append(group)
     return out

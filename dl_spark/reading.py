@@ -79,32 +79,45 @@ ARROW_SCHEMA = _arrow_schema()
 
 @dataclass(frozen=True)
 class LogSlicePartition(InputPartition):
-    """An input partition: user records ``spec.slice.first_pos..spec.slice.last_pos`` of one log segment, with
-    what ``read`` needs to go straight to the segment store (picklable, plain values)."""
+    """An input partition: user records ``spec.slice.first_pos..spec.slice.last_pos`` of one log segment, then
+    those of each slice of ``more`` (small slices packed together: ``minRecordsPerPartition``, ``maxPartitions``),
+    with what ``read`` needs to go straight to the segment store (picklable, plain values)."""
 
     uri: str
     spec: PartitionSpec
     fail_on_data_loss: bool = True
     conf: tuple[tuple[str, Any], ...] = field(default=())
+    more: tuple[PartitionSpec, ...] = field(default=())
+
+    @property
+    def specs(self) -> tuple[PartitionSpec, ...]:
+        """Every slice of the partition, in the order they are read."""
+        return (self.spec, *self.more)
 
     def __repr__(self) -> str:
         log, s = self.spec.log, self.spec.slice
+        extra = f", and {len(self.more)} more slice(s)" if self.more else ""
         return (
             f"LogSlicePartition({log!r}, lssn={s.lssn}, positions={s.first_pos}..{s.last_pos}, "
-            f"entries={s.first_entry}..{s.last_entry})"
+            f"entries={s.first_entry}..{s.last_entry}{extra})"
         )
 
 
 def read_partition(part: LogSlicePartition, batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Yield the partition's rows as Arrow record batches (schema :data:`ARROW_SCHEMA`).
+    """Yield the partition's rows as Arrow record batches (schema :data:`ARROW_SCHEMA`), slice after slice.
 
     Raises:
-        DataLossError: the segment's ledger was deleted (purged) since planning and
-            ``failOnDataLoss`` is true (otherwise a warning is logged and nothing is read).
+        DataLossError: a segment's ledger was deleted (purged) since planning and
+            ``failOnDataLoss`` is true (otherwise a warning is logged and that slice is skipped).
         CorruptedEntryError, SegmentStoreError, MetadataError: from the stores.
         NamespaceNotFoundError: the namespace is gone (a reader never creates it).
     """
-    spec, s = part.spec, part.spec.slice
+    for spec in part.specs:
+        yield from _read_slice(part, spec, batch_rows)
+
+
+def _read_slice(part: LogSlicePartition, spec: PartitionSpec, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    s = spec.slice
     dlm = _handles.log_manager(part.uri, spec.log, dict(part.conf), create=False)
     batches = dlm.read_arrow_slice(s, batch_rows=batch_rows)
     try:

@@ -39,7 +39,7 @@ from dl_spark._reporting import reported, reported_iter
 from dl_spark.errors import DataLossError, SinkOptionError, SourceOptionError
 from dl_spark.offsets import decode_offsets, encode_offsets, offset_to_dlsn
 from dl_spark.options import LogStart, SourceOptions, StartSpec, parse_source_options
-from dl_spark.planning import LogInspector, Slice, allocate, plan_partitions
+from dl_spark.planning import LogInspector, Slice, allocate, coalesce, plan_partitions
 from dl_spark.pruning import Pushdown, called_by_pushdown_worker, push_filters, txid_position
 from dl_spark.reading import SCHEMA, LogSlicePartition, read_partition
 from dl_spark.sink import DistributedLogBatchWriter, DistributedLogStreamWriter, parse_sink_options
@@ -60,12 +60,12 @@ log = logging.getLogger(__name__)
 
 
 # --- helpers shared by both readers -------------------------------------------------------------
-def _inspector(opts: SourceOptions, name: str) -> LogInspector:
-    """A snapshot of ``name``'s segments. Raises LogNotFoundError if the log does not exist,
-    NamespaceNotFoundError if the namespace does not (a reader never creates it)."""
+def _inspectors(opts: SourceOptions, names: Sequence[str]) -> dict[str, LogInspector]:
+    """Snapshots of the segments of ``names`` as of now (the logs that exist; read in bulk, and only
+    where they changed since the last call: :class:`storage.log.catalog.LogCatalog`). Raises
+    NamespaceNotFoundError if the namespace does not exist (a reader never creates it), MetadataError."""
     ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
-    dlm = _handles.log_manager(opts.uri, name, opts.conf_dict(), create=False)
-    return LogInspector(name, ns.segstore, dlm.log_segments())
+    return {n: LogInspector(n, ns.segstore, segs) for n, segs in ns.catalog().segments(names).items()}
 
 
 def _current_logs(opts: SourceOptions) -> list[str]:
@@ -73,17 +73,19 @@ def _current_logs(opts: SourceOptions) -> list[str]:
     Raises NamespaceNotFoundError if the namespace does not exist."""
     ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
     if opts.streams is not None:
-        return [s for s in opts.streams if ns.log_exists(s)]
+        found = ns.catalog().segments(opts.streams)
+        return [s for s in opts.streams if s in found]
     return [name for name in ns.list_logs() if opts.matches(name)]
 
 
 def _check_logs_exist(opts: SourceOptions) -> None:
     """Raises NamespaceNotFoundError if the namespace does not exist (nothing is created),
     SourceOptionError if a log named in ``streams`` does not."""
-    ns = _handles.namespace(opts.uri, opts.conf_dict(), create=False)
     if opts.streams is None:
+        _handles.namespace(opts.uri, opts.conf_dict(), create=False)
         return
-    missing = [s for s in opts.streams if not ns.log_exists(s)]
+    present = set(_current_logs(opts))
+    missing = [s for s in opts.streams if s not in present]
     if missing:
         raise SourceOptionError(
             f"option streams names log(s) that do not exist in {opts.uri}: {', '.join(missing)}; check the names "
@@ -175,8 +177,11 @@ def _initial_positions(opts: SourceOptions, logs: Sequence[str], default: str) -
     spec = opts.starting
     if spec is not None and spec.kind == "committed":
         committed = _committed_positions(opts, spec.committed_log)
+    inspectors = _inspectors(opts, logs)
     for name in logs:
-        insp = _inspector(opts, name)
+        insp = inspectors.get(name)
+        if insp is None:
+            raise LogNotFoundError(f"log {name!r} does not exist")
         if opts.starting_txid is not None:
             try:
                 d = positioning.dlsn_for_txid(insp.store, insp.segments, opts.starting_txid)
@@ -196,15 +201,23 @@ def _initial_positions(opts: SourceOptions, logs: Sequence[str], default: str) -
 
 
 def _partitions_for(
-    opts: SourceOptions, start: Mapping[str, DLSN], end: Mapping[str, DLSN], pushdown: Pushdown | None = None
+    opts: SourceOptions,
+    start: Mapping[str, DLSN],
+    end: Mapping[str, DLSN],
+    pushdown: Pushdown | None = None,
+    inspectors: Mapping[str, LogInspector] | None = None,
 ) -> list[LogSlicePartition]:
     """Plan ``[start, end)`` (a log missing from ``start`` is read from its earliest record), only the parts
-    of it that can hold rows matching ``pushdown`` (:mod:`dl_spark.pruning`) when given."""
+    of it that can hold rows matching ``pushdown`` (:mod:`dl_spark.pruning`) when given. ``inspectors``: the
+    snapshot ``end`` was computed from, if at hand (a snapshot that contains ``end`` plans it as a newer one
+    would: records before ``end`` never change)."""
     planned: list[tuple[LogInspector, list[Slice]]] = []
-    for name in sorted(end):
-        try:
-            insp = _inspector(opts, name)
-        except LogNotFoundError:
+    names = sorted(end)
+    if inspectors is None or any(n not in inspectors for n in names):
+        inspectors = _inspectors(opts, names)
+    for name in names:
+        insp = inspectors.get(name)
+        if insp is None:
             _deleted(opts, name, start.get(name))
             continue
         s = start.get(name)
@@ -214,7 +227,13 @@ def _partitions_for(
     specs = plan_partitions(
         planned, max_records_per_partition=opts.max_records_per_partition, min_partitions=opts.min_partitions
     )
-    return [LogSlicePartition(opts.uri, sp, opts.fail_on_data_loss, opts.conf) for sp in specs]
+    groups = coalesce(
+        specs,
+        min_records_per_partition=opts.min_records_per_partition,
+        max_partitions=opts.max_partitions,
+        max_records_per_partition=opts.max_records_per_partition,
+    )
+    return [LogSlicePartition(opts.uri, g[0], opts.fail_on_data_loss, opts.conf, tuple(g[1:])) for g in groups]
 
 
 def _deleted(opts: SourceOptions, name: str, pos: DLSN | None) -> None:
@@ -330,8 +349,11 @@ class DistributedLogReader(DataSourceReader):
         start = _initial_positions(opts, logs, "earliest")
         ending = opts.ending or StartSpec("latest")
         end: dict[str, DLSN] = {}
+        inspectors = _inspectors(opts, logs)
         for name in logs:
-            insp = _inspector(opts, name)
+            insp = inspectors.get(name)
+            if insp is None:
+                raise LogNotFoundError(f"log {name!r} does not exist")
             pos = ending.position_of(name, "latest")
             if pos == "latest":
                 tail = insp.tail()
@@ -425,6 +447,9 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._last_trigger_ms = 0.0
         self._latest: dict[str, str] | None = None
         self._positions = PositionRecorder(opts.uri, opts.subscriber_id)
+        #: The end offset the last ``latestOffset`` returned and the snapshot it was computed from:
+        #: ``partitions`` of the batch that ends there plans from it instead of reading the logs again.
+        self._snapshot: tuple[dict[str, str], dict[str, LogInspector]] | None = None
 
     # --- offsets ----------------------------------------------------------------------------
     @reported
@@ -455,8 +480,8 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def prepareForTriggerAvailableNow(self) -> None:
         """Freeze the target: the tails of the source's logs now; nothing after them is read."""
         target: dict[str, DLSN] = {}
-        for name in _current_logs(self.opts):
-            tail = _inspector(self.opts, name).tail()
+        for insp in _inspectors(self.opts, _current_logs(self.opts)).values():
+            name, tail = insp.name, insp.tail()
             if tail is not None:
                 target[name] = tail
         self._target = target
@@ -478,10 +503,10 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         starts: list[DLSN] = []
         uppers: list[DLSN] = []
         latest: dict[str, DLSN] = {}
+        found = _inspectors(opts, names)
         for name in names:
-            try:
-                insp = _inspector(opts, name)
-            except LogNotFoundError:
+            insp = found.get(name)
+            if insp is None:
                 _deleted(opts, name, begin.get(name))
                 continue
             if name in begin:
@@ -544,6 +569,7 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         result = encode_offsets(end)
         if result != encode_offsets(begin):
             self._last_trigger_ms = now_ms
+        self._snapshot = (result, {insp.name: insp for insp in inspectors})
         return result
 
     def reportLatestOffset(self) -> dict[str, str] | None:
@@ -561,7 +587,9 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         """
         if start == end:
             return []
-        return list(_partitions_for(self.opts, decode_offsets(start), decode_offsets(end)))
+        snap = self._snapshot
+        inspectors = snap[1] if snap is not None and snap[0] == end else None
+        return list(_partitions_for(self.opts, decode_offsets(start), decode_offsets(end), inspectors=inspectors))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Rows of one partition (see :func:`dl_spark.reading.read_partition`)."""

@@ -20,8 +20,9 @@ import logging
 from collections.abc import Mapping
 
 from dl_spark import _handles
-from storage.errors import DLError
+from storage.errors import DLError, LogNotFoundError
 from storage.formats.dlsn import DLSN
+from storage.log.subscriptions import SubscriberPositions
 
 __all__ = ["PositionRecorder"]
 
@@ -30,27 +31,32 @@ log = logging.getLogger(__name__)
 
 class PositionRecorder:
     """Records positions of one query (``subscriber_id``) in the logs of one namespace, writing only
-    when a log's position moved since the last write from this process."""
+    the logs whose position moved since the last write from this process, in bulk
+    (:class:`storage.log.subscriptions.SubscriberPositions`)."""
 
     def __init__(self, uri: str, subscriber_id: str) -> None:
         self.uri = uri
         self.subscriber_id = subscriber_id
         self._recorded: dict[str, DLSN] = {}
+        self._positions: SubscriberPositions | None = None
 
     def record(self, positions: Mapping[str, DLSN]) -> None:
         """Advance the subscriber to ``positions[log]`` in each log (never raises: logs a warning)."""
-        for name, pos in sorted(positions.items()):
-            if self._recorded.get(name) == pos:
-                continue
-            try:
-                _handles.log_manager(self.uri, name).subscriptions().advance(self.subscriber_id, pos)
-            except DLError as e:
-                log.warning(
-                    "could not record position %s of subscriber %r in log %r (retried next batch): %s",
-                    pos,
-                    self.subscriber_id,
-                    name,
-                    e,
-                )
-                continue
-            self._recorded[name] = pos
+        todo = {name: pos for name, pos in positions.items() if self._recorded.get(name) != pos}
+        if not todo:
+            return
+        try:
+            if self._positions is None:
+                self._positions = _handles.namespace(self.uri).subscriber_positions(self.subscriber_id)
+            self._positions.advance(todo)
+        except DLError as e:
+            self._positions = None
+            log.warning(
+                "could not record the positions of subscriber %r in %d log(s) (retried next batch): %s",
+                self.subscriber_id,
+                len(todo),
+                e,
+            )
+            if not isinstance(e, LogNotFoundError):
+                return
+        self._recorded.update(todo)

@@ -39,9 +39,11 @@ from storage.errors import (
     NoNodeError,
 )
 from storage.log import binding
-from storage.log.layout import LOG_ROOT, LogMetadata, LogPaths, join
+from storage.log.catalog import LogCatalog
+from storage.log.layout import LogMetadata, LogPaths
 from storage.log.log_manager import LogManager
-from storage.log.names import is_reserved, validate_log_name
+from storage.log.names import validate_log_name
+from storage.log.subscriptions import SubscriberPositions
 from storage.log.tiered import TieredSegmentStore, forget_cold_copies
 from storage.metastore.base import MetadataStore
 from storage.metastore.sqlite import SqliteMetadataStore
@@ -222,6 +224,7 @@ class Namespace:
         self._lock = threading.Lock()
         self._managers: list[LogManager] = []
         self._dynamic: DynamicConfigWatcher | None = None  # started by the first log with config files
+        self._catalog: LogCatalog | None = None
         #: Port of the process's metrics endpoint (``prometheusStatsHttpPort`` >= 0), else None.
         self.stats_port: int | None = None
         port = int(conf.get("prometheusStatsHttpPort"))
@@ -299,31 +302,37 @@ class Namespace:
         return LogMetadata(self.metastore, self.paths_of(validate_log_name(name))).exists()
 
     def list_logs(self) -> list[str]:
-        """Names of every log, sorted (nested names included; reserved names hidden)."""
+        """Names of every log, sorted (nested names included; reserved names hidden), as of this call
+        (read in bulk, and on ZooKeeper only where the namespace changed since the last call: :meth:`catalog`).
+
+        Raises:
+            MetadataError, AlreadyClosedError.
+        """
         self.check_open()
-        out: list[str] = []
+        return self.catalog().list_logs()
 
-        def walk(path: str, prefix: str) -> None:
-            try:
-                kids = self.metastore.children(path)
-            except NoNodeError:
-                return
-            for k in kids:
-                if is_reserved(k):
-                    continue
-                child = join(path, k)
-                name = f"{prefix}{k}"
-                try:
-                    sub = self.metastore.children(child)
-                except NoNodeError:
-                    continue
-                if LOG_ROOT in sub:
-                    out.append(name)
-                else:
-                    walk(child, name + "/")
+    def subscriber_positions(self, subscriber_id: str) -> SubscriberPositions:
+        """One subscriber's positions across many logs, advanced in bulk (see
+        :class:`~storage.log.subscriptions.SubscriberPositions`; one log's: ``open_log(name).subscriptions()``).
 
-        walk(self.root, "")
-        return sorted(out)
+        Raises:
+            InvalidArgumentError: a bad id. AlreadyClosedError.
+        """
+        self.check_open()
+        return SubscriberPositions(self.metastore, self.root, subscriber_id)
+
+    def catalog(self) -> LogCatalog:
+        """This namespace's :class:`~storage.log.catalog.LogCatalog`: the names and segment lists of many
+        logs at once, read again only where they changed (what a reader polling thousands of logs uses).
+
+        Raises:
+            AlreadyClosedError.
+        """
+        self.check_open()
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = LogCatalog(self.metastore, self.root)
+            return self._catalog
 
     def open_log(self, name: str, conf: Config | dict[str, object] | None = None) -> LogManager:
         """A :class:`LogManager` for ``name`` (the log need not exist yet: a writer creates it).

@@ -18,6 +18,7 @@ still to be read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from storage.errors import (
@@ -29,9 +30,9 @@ from storage.errors import (
 )
 from storage.formats.dlsn import DLSN
 from storage.log.layout import LogPaths, join
-from storage.metastore.base import MetadataStore
+from storage.metastore.base import MetadataStore, SetData
 
-__all__ = ["SUBSCRIBERS", "SubscriberLag", "SubscriptionsStore", "validate_subscriber_id"]
+__all__ = ["SUBSCRIBERS", "SubscriberLag", "SubscriberPositions", "SubscriptionsStore", "validate_subscriber_id"]
 
 log = logging.getLogger(__name__)
 
@@ -176,3 +177,86 @@ class SubscriptionsStore:
         except NoNodeError:
             self._check_log()
             return False
+
+
+#: Operations per ``multi`` when advancing one subscriber in many logs.
+_MULTI_OPS = 500
+
+
+class SubscriberPositions:
+    """One subscriber's positions across many logs of a namespace, advanced in bulk: what a reader of
+    thousands of logs records after every batch (the Spark source under its ``subscriberId``).
+
+    The first :meth:`advance` reads the positions (pipelined); later ones write only positions that
+    moved, as versioned sets grouped into atomic ``multi`` operations of up to 500 logs, using the
+    versions of this object's own last writes, so a steady stream of advances costs no reads. If any
+    position of a group changed meanwhile (another process advancing the same subscriber), the group
+    falls back to :meth:`SubscriptionsStore.advance`'s compare-and-set per log: positions still only
+    move forward.
+    """
+
+    def __init__(self, store: MetadataStore, ns_root: str, subscriber_id: str) -> None:
+        self._store = store
+        self._root = ns_root
+        self.subscriber_id = validate_subscriber_id(subscriber_id)
+        self._known: dict[str, tuple[DLSN, int]] = {}  # log -> (position, node version) after our last write
+
+    def _store_of(self, log_name: str) -> SubscriptionsStore:
+        return SubscriptionsStore(self._store, LogPaths(self._root, log_name))
+
+    def advance(self, positions: Mapping[str, DLSN]) -> list[str]:
+        """Move the subscriber forward to ``positions[log]`` in each log (a lower or equal position
+        changes nothing); returns the logs whose position moved.
+
+        Raises:
+            InvalidArgumentError: a bad DLSN. LogNotFoundError: a log does not exist (the others are
+            advanced). MetadataError.
+        """
+        targets = {name: _check_dlsn(d) for name, d in positions.items()}
+        unknown = sorted(n for n in targets if n not in self._known)
+        if unknown:
+            paths = [self._store_of(n)._path(self.subscriber_id) for n in unknown]
+            for n, path, got in zip(unknown, paths, self._store.get_many(paths), strict=True):
+                if got is not None:
+                    self._known[n] = (_parse(path, got.value), got.version)
+        moved: list[str] = []
+        missing: LogNotFoundError | None = None
+        batch: list[tuple[str, SetData]] = []
+        for name in sorted(targets):
+            target = targets[name]
+            hit = self._known.get(name)
+            if hit is None:  # a new subscriber of this log (or a log that does not exist)
+                try:
+                    if self._store_of(name).advance(self.subscriber_id, target):
+                        moved.append(name)
+                except LogNotFoundError as e:
+                    missing = missing or e
+                    continue
+                self._forget(name)
+                continue
+            if target <= hit[0]:
+                continue
+            path = self._store_of(name)._path(self.subscriber_id)
+            batch.append((name, SetData(path, target.serialize().encode("ascii"), hit[1])))
+        for i in range(0, len(batch), _MULTI_OPS):
+            moved.extend(self._write(batch[i : i + _MULTI_OPS], targets))
+        if missing is not None:
+            raise missing
+        return sorted(moved)
+
+    def _forget(self, name: str) -> None:
+        self._known.pop(name, None)  # read again at the next advance
+
+    def _write(self, group: list[tuple[str, SetData]], targets: Mapping[str, DLSN]) -> list[str]:
+        try:
+            self._store.multi([op for _, op in group])
+        except (MetadataVersionError, NoNodeError):
+            moved = []
+            for name, _ in group:  # someone else moved one of them: compare-and-set each
+                self._forget(name)
+                if self._store_of(name).advance(self.subscriber_id, targets[name]):
+                    moved.append(name)
+            return moved
+        for name, op in group:
+            self._known[name] = (targets[name], op.version + 1)
+        return [name for name, _ in group]

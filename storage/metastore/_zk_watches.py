@@ -42,6 +42,15 @@ class _Watch:
     on_event: Callable[[Any], None] = field(default=lambda event: None)
 
 
+@dataclass(eq=False)
+class _OneShot:
+    """A one-shot watch of :meth:`Watches.oneshot`: called once, then forgotten."""
+
+    path: str
+    callback: Callable[[str], None]
+    cancelled: bool = False
+
+
 class _Worker:
     """One thread running submitted tasks in order (watch callbacks, re-arming, reconnect housekeeping)."""
 
@@ -52,6 +61,10 @@ class _Worker:
 
     def submit(self, task: Callable[[], None]) -> None:
         self._tasks.put(task)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
 
     def stop(self, join_timeout_s: float = 10.0) -> None:
         self._tasks.put(None)
@@ -110,6 +123,7 @@ class Watches:
         self._store = store
         self._mu = mu
         self._watches: set[_Watch] = set()
+        self._oneshots: set[_OneShot] = set()
         self._worker = _Worker(thread_name)
 
     def add(self, path: str, zpath: str, callback: Callable[[str], None]) -> Callable[[], None]:
@@ -142,10 +156,54 @@ class Watches:
         """Run ``task`` on the worker thread, after the tasks already submitted."""
         self._worker.submit(task)
 
+    def oneshot(self, path: str, callback: Callable[[str], None]) -> tuple[Callable[[Any], None], Callable[[], None]]:
+        """A kazoo watcher for ``path`` that calls ``callback(path)`` once on the worker thread: after
+        the watch's event, or after the next reconnect (whichever comes first); and the function that
+        forgets it (the request that was to set it failed)."""
+        w = _OneShot(path, callback)
+        with self._mu:
+            self._oneshots.add(w)
+
+        def on_event(event: Any) -> None:
+            if self._store._closed or self._store._connection_event(event):
+                return  # the connection dropped: the reconnect calls every pending one-shot
+            self._fire_oneshot(w)
+
+        def forget() -> None:
+            with self._mu:
+                self._oneshots.discard(w)
+
+        return on_event, forget
+
+    def _fire_oneshot(self, w: _OneShot) -> None:
+        with self._mu:
+            if w not in self._oneshots:
+                return
+            self._oneshots.discard(w)
+        self._worker.submit(lambda: call_watch(w, log))
+
+    def drain(self, timeout_s: float, waiting_for: str) -> None:
+        """Return once the tasks submitted before this call have run (at once on the worker itself).
+        Logs what it waits for after a second.
+
+        Raises:
+            TimeoutError: not done within ``timeout_s``.
+        """
+        if threading.current_thread() is self._worker.thread:
+            return
+        done = threading.Event()
+        self._worker.submit(done.set)
+        if done.wait(1.0):
+            return
+        log.info("waiting for the metadata watch thread to finish %s", waiting_for)
+        if not done.wait(max(0.0, timeout_s - 1.0)):
+            raise TimeoutError(f"the metadata watch thread did not finish {waiting_for} within {timeout_s:g}s")
+
     def cancel_all(self) -> None:
         """The store is closing (already marked closed): no callback is called any more."""
         with self._mu:
             watches, self._watches = list(self._watches), set()
+            self._oneshots.clear()
         for w in watches:
             w.cancelled = True
 
@@ -154,9 +212,13 @@ class Watches:
         self._worker.stop()
 
     def after_reconnect(self) -> None:
-        """On the worker after a reconnect: re-arm every watch and call every callback once."""
+        """On the worker after a reconnect: re-arm every watch and call every callback once (every
+        pending one-shot too, which is then forgotten)."""
         with self._mu:
             watches = list(self._watches)
+            oneshots, self._oneshots = list(self._oneshots), set()
+        for o in oneshots:
+            call_watch(o, log)
         for w in watches:
             if w.cancelled:
                 continue

@@ -147,6 +147,39 @@ class MetadataStore(ABC):
             NoNodeError: no such node.
         """
 
+    def children_many(
+        self, paths: Sequence[str], *, watch: Callable[[str], None] | None = None
+    ) -> list[tuple[list[str], int] | None]:
+        """:meth:`children_with_version` of several nodes (None for a missing one). Backends with round
+        trips (ZooKeeper) pipeline the requests.
+
+        With ``watch``, ``watch(path)`` is called once, from a background thread, after the next change
+        of the children of each existing node (or its deletion), or after a reconnect (a change may have
+        been missed then); spurious calls are allowed. Such a one-shot watch is only useful together with
+        :meth:`settle`: a backend whose :meth:`settle` returns False does not set it.
+
+        Raises:
+            InvalidArgumentError, MetadataError.
+        """
+        out: list[tuple[list[str], int] | None] = []
+        for p in paths:
+            try:
+                out.append(self.children_with_version(p))
+            except NoNodeError:
+                out.append(None)
+        return out
+
+    def settle(self) -> bool:
+        """Wait until the callbacks of the one-shot watches of :meth:`children_many` for every change
+        committed before this call have run (ZooKeeper: one ``sync`` round trip, then the notification
+        queues drained), so that a cache kept current by them is at least as new as this call. False
+        if this backend has no such barrier (its callers re-read instead of trusting watches).
+
+        Raises:
+            MetadataConnectionError: the store cannot be reached. MetadataError, AlreadyClosedError.
+        """
+        return False
+
     @abstractmethod
     def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> None:
         """Create a node (and, with ``make_parents``, missing ancestors with empty data).

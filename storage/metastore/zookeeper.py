@@ -65,7 +65,7 @@ from kazoo.exceptions import (
 from kazoo.exceptions import NodeExistsError as KazooNodeExistsError
 from kazoo.exceptions import NoNodeError as KazooNoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import EventType, KazooState
+from kazoo.protocol.states import Callback, EventType, KazooState
 from kazoo.retry import InterruptedError as KazooInterruptedError
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
@@ -347,6 +347,61 @@ class ZooKeeperMetadataStore(MetadataStore):
             f"children {path}", lambda: self._wait(self._client.get_children_async(zpath, include_data=True))
         )
         return sorted(str(n) for n in names), int(stat.cversion)
+
+    def children_many(
+        self, paths: Sequence[str], *, watch: Callable[[str], None] | None = None
+    ) -> list[tuple[list[str], int] | None]:
+        """The children and ``cversion`` of several nodes (None for a missing one), every request in flight
+        at once; with ``watch``, a one-shot watch on each existing node (see the base class).
+
+        Raises:
+            InvalidArgumentError: malformed path. MetadataConnectionError, MetadataError, AlreadyClosedError.
+        """
+        zpaths = [(p, self._z(check_path(p))) for p in paths]
+
+        def fetch() -> list[tuple[list[str], int] | None]:
+            pending = []
+            for p, z in zpaths:
+                watcher, forget = self._watches.oneshot(p, watch) if watch is not None else (None, None)
+                pending.append((self._client.get_children_async(z, watch=watcher, include_data=True), forget))
+            out: list[tuple[list[str], int] | None] = []
+            failed: BaseException | None = None
+            for req, forget in pending:
+                try:
+                    names, stat = self._wait(req)
+                except Exception as e:
+                    if forget is not None:
+                        forget()
+                    if not isinstance(e, KazooNoNodeError) and failed is None:
+                        failed = e
+                    out.append(None)
+                    continue
+                out.append((sorted(str(n) for n in names), int(stat.cversion)))
+            if failed is not None:
+                raise failed
+            return out
+
+        return self._run(f"children of {len(paths)} nodes", fetch)
+
+    def settle(self) -> bool:
+        """One ``sync`` round trip (ZooKeeper delivers a session's watch events before the replies to its
+        later requests), then kazoo's callback queue and this store's worker drained: every one-shot
+        watch of :meth:`children_many` for a change committed before this call has been called.
+
+        Raises:
+            MetadataConnectionError: ZooKeeper unreachable. MetadataError, AlreadyClosedError.
+        """
+        root = self._z("/")
+        self._run("sync", lambda: self._wait(self._client.sync_async(root)))
+        delivered = threading.Event()
+        self._client.handler.dispatch_callback(Callback("watch", delivered.set, ()))
+        if not delivered.wait(self._request_timeout_s):
+            raise self._translate(ConnectionLoss("kazoo's callback thread is stuck"), "settle watches")
+        try:
+            self._watches.drain(self._request_timeout_s, "its watch callbacks")
+        except TimeoutError as e:
+            raise self._translate(ConnectionLoss(str(e)), "settle watches") from e
+        return True
 
     # --- writes ---------------------------------------------------------------------------
     def create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> None:

@@ -37,6 +37,13 @@ class ReadView:
         self._offsets = array("q")  # offsets of accepted frames; only ever grows
         self._scanned_end = lf.HEADER_SIZE  # end of the last accepted frame
         self._lac = NO_ENTRY
+        # which file this view reads (a ledger restored later is another one)
+        self._file: tuple[int, int] | None = None
+        try:
+            st = os.fstat(fd)
+            self._file = (st.st_dev, st.st_ino)
+        except OSError:
+            pass  # refresh reports it
 
     # --- reference counting ---------------------------------------------------------------
     def acquire(self) -> None:
@@ -54,6 +61,19 @@ class ReadView:
         os.close(self._fd)
 
     # --- state ----------------------------------------------------------------------------
+    def adopt(self, old: ReadView) -> None:
+        """Take over what ``old`` (an evicted view of the same ledger file) had learned: its frame
+        offsets, LAC and state, so the next :meth:`refresh` parses only bytes written since. Nothing is
+        taken from a view of another file (the ledger was deleted and written again)."""
+        if old._file is None or old._file != self._file:
+            return
+        with old._lock:
+            state, last, data_end = old._state, old._last, old._data_end
+            offsets, scanned_end, lac = array("q", old._offsets), old._scanned_end, old._lac
+        with self._lock:
+            self._state, self._last, self._data_end = state, last, data_end
+            self._offsets, self._scanned_end, self._lac = offsets, scanned_end, lac
+
     def refresh(self) -> LedgerInfo:
         """Bring the view up to date with the file and describe the ledger.
 

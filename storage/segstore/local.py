@@ -99,6 +99,9 @@ __all__ = ["LocalLedgerWriter", "LocalSegmentStore"]
 #: Operation stats of local stores in this process (``dlog_segstore_*{store="local"}``).
 _STATS = store_stats("local")
 
+#: Evicted read views whose offsets are kept (8 bytes per entry) for the next view of their ledger.
+_MAX_RETIRED = 65536
+
 
 class LocalSegmentStore(SegmentStore):
     """Ledgers as files under ``<root_dir>/ledgers/``; safe across threads and processes.
@@ -124,6 +127,9 @@ class LocalSegmentStore(SegmentStore):
         self._max_open = max(1, max_open_files)
         self._lock = threading.Lock()
         self._views: OrderedDict[int, ReadView] = OrderedDict()
+        # views evicted from the cache, without their descriptor: what they learned of their file is
+        # handed to the next view of the same ledger (a reader polling more ledgers than ``max_open_files``)
+        self._retired: OrderedDict[int, ReadView] = OrderedDict()
         self._writers: weakref.WeakSet[LocalLedgerWriter] = weakref.WeakSet()
         self._watcher: ChangeWatcher | None = None
         self._closed = False
@@ -378,6 +384,7 @@ class LocalSegmentStore(SegmentStore):
             watcher, self._watcher = self._watcher, None
             views = list(self._views.values())
             self._views.clear()
+            self._retired.clear()
         for writer in writers:
             writer.abort()
         if watcher is not None:
@@ -418,6 +425,10 @@ class LocalSegmentStore(SegmentStore):
         except OSError as exc:
             raise SegmentStoreError(f"cannot open ledger {ledger_id}: {exc}") from exc
         fresh = ReadView(ledger_id, fd)  # holds one reference: the cache's
+        with self._lock:
+            learned = self._retired.pop(ledger_id, None)
+        if learned is not None:
+            fresh.adopt(learned)
         evicted: list[ReadView] = []
         view: ReadView | None = None
         with self._lock:
@@ -428,7 +439,11 @@ class LocalSegmentStore(SegmentStore):
                 if view is None:
                     view = self._views[ledger_id] = fresh
                     while len(self._views) > self._max_open:
-                        evicted.append(self._views.popitem(last=False)[1])
+                        old_id, old = self._views.popitem(last=False)
+                        evicted.append(old)
+                        self._retired[old_id] = old
+                        while len(self._retired) > _MAX_RETIRED:
+                            self._retired.popitem(last=False)
                 else:
                     evicted.append(fresh)
                 view.acquire()
@@ -441,6 +456,7 @@ class LocalSegmentStore(SegmentStore):
     def _drop_view(self, ledger_id: int) -> None:
         with self._lock:
             view = self._views.pop(ledger_id, None)
+            self._retired.pop(ledger_id, None)
         if view is not None:
             view.release()
 
