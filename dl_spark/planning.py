@@ -91,7 +91,7 @@ class _Cols:
 class _EntryCache:
     """Decoded entries of one segment store, shared by every planning call of the process: an entry
     at or below its ledger's LAC never changes, and each trigger starts where the last one ended (its
-    entry was read then). Bounded by the records held (least recently used dropped first)."""
+    entry was read then). Bounded by the records held (the oldest dropped first)."""
 
     def __init__(self, max_records: int) -> None:
         self.max_records = max_records
@@ -100,11 +100,7 @@ class _EntryCache:
         self._entries: OrderedDict[tuple[int, int], _Cols] = OrderedDict()
 
     def get(self, key: tuple[int, int]) -> _Cols | None:
-        with self._lock:
-            got = self._entries.get(key)
-            if got is not None:
-                self._entries.move_to_end(key)
-            return got
+        return self._entries.get(key)  # a plain read (atomic): eviction is by age of insertion
 
     def put(self, key: tuple[int, int], cols: _Cols) -> None:
         with self._lock:

@@ -126,6 +126,11 @@ class LogMetadata:
         Raises:
             LogExistsError: the log exists already.
         """
+        try:  # the common case, a new log under existing parents: one request
+            self.store.multi([Create(p, d) for p, d in self.paths.layout()])
+            return
+        except (NodeExistsError, NoNodeError):
+            pass  # the log (or part of it) exists, or ancestors are missing: look first
         ops: list[Op] = []
         # Missing ancestors between the namespace root and the log (nested names).
         parts = self.paths.name.split("/")

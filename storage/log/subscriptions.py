@@ -30,7 +30,7 @@ from storage.errors import (
 )
 from storage.formats.dlsn import DLSN
 from storage.log.layout import LogPaths, join
-from storage.metastore.base import MetadataStore, SetData
+from storage.metastore.base import Create, MetadataStore, SetData
 
 __all__ = ["SUBSCRIBERS", "SubscriberLag", "SubscriberPositions", "SubscriptionsStore", "validate_subscriber_id"]
 
@@ -221,19 +221,17 @@ class SubscriberPositions:
                     self._known[n] = (_parse(path, got.value), got.version)
         moved: list[str] = []
         missing: LogNotFoundError | None = None
+        new = [n for n in sorted(targets) if n not in self._known]
+        for i in range(0, len(new), _MULTI_OPS // 2):
+            created, failed = self._create(new[i : i + _MULTI_OPS // 2], targets)
+            moved += created
+            missing = missing or failed
         batch: list[tuple[str, SetData]] = []
         for name in sorted(targets):
             target = targets[name]
             hit = self._known.get(name)
-            if hit is None:  # a new subscriber of this log (or a log that does not exist)
-                try:
-                    if self._store_of(name).advance(self.subscriber_id, target):
-                        moved.append(name)
-                except LogNotFoundError as e:
-                    missing = missing or e
-                    continue
-                self._forget(name)
-                continue
+            if hit is None:
+                continue  # created above, or its log does not exist
             if target <= hit[0]:
                 continue
             path = self._store_of(name)._path(self.subscriber_id)
@@ -243,6 +241,33 @@ class SubscriberPositions:
         if missing is not None:
             raise missing
         return sorted(moved)
+
+    def _create(self, names: list[str], targets: Mapping[str, DLSN]) -> tuple[list[str], LogNotFoundError | None]:
+        """Create the subscriber in ``names`` (logs where it has no position yet), with the ``subscribers``
+        nodes missing under them, in one ``multi``; if that fails (a log does not exist, another process
+        created one meanwhile), one log at a time. Returns the logs where it was created or moved, and the
+        first LogNotFoundError."""
+        stores = [self._store_of(n) for n in names]
+        parents = self._store.get_many([st._root for st in stores])
+        ops: list[Create] = []
+        for name, st, parent in zip(names, stores, parents, strict=True):
+            if parent is None:
+                ops.append(Create(st._root))
+            ops.append(Create(st._path(self.subscriber_id), targets[name].serialize().encode("ascii")))
+        try:
+            self._store.multi(ops)
+            return list(names), None  # read (with their versions) at the next advance
+        except (NodeExistsError, NoNodeError):
+            pass
+        moved: list[str] = []
+        missing: LogNotFoundError | None = None
+        for name, st in zip(names, stores, strict=True):
+            try:
+                if st.advance(self.subscriber_id, targets[name]):
+                    moved.append(name)
+            except LogNotFoundError as e:
+                missing = missing or e
+        return moved, missing
 
     def _forget(self, name: str) -> None:
         self._known.pop(name, None)  # read again at the next advance

@@ -108,7 +108,7 @@ class LocalSegmentStore(SegmentStore):
 
     ``use_inotify=False`` forces the polling fallback of :meth:`wait_for_lac` and
     :meth:`watch` (every ``poll_interval`` seconds). At most ``max_open_files`` read-only file
-    descriptors are cached (least recently used are closed first).
+    descriptors are cached (least recently used are closed first; default :func:`default_max_open_files`).
     """
 
     def __init__(
@@ -117,14 +117,14 @@ class LocalSegmentStore(SegmentStore):
         *,
         use_inotify: bool = True,
         poll_interval: float = 0.05,
-        max_open_files: int = 128,
+        max_open_files: int | None = None,
     ) -> None:
         self._root = os.fspath(root_dir)
         self._dir = os.path.join(self._root, "ledgers")
         self._counter_path = os.path.join(self._root, "ledger-ids")
         self._use_inotify = use_inotify
         self._poll_interval = poll_interval
-        self._max_open = max(1, max_open_files)
+        self._max_open = max(1, default_max_open_files() if max_open_files is None else max_open_files)
         self._lock = threading.Lock()
         self._views: OrderedDict[int, ReadView] = OrderedDict()
         # views evicted from the cache, without their descriptor: what they learned of their file is
@@ -466,6 +466,21 @@ class LocalSegmentStore(SegmentStore):
         except LedgerNotFoundError:
             self._drop_view(view.ledger_id)
             raise
+
+
+def default_max_open_files() -> int:
+    """Read-only ledger files a store keeps open by default: a quarter of the process's open-file limit
+    (``RLIMIT_NOFILE``), at least 128 and at most 16,384, so a reader polling thousands of logs keeps
+    their files open while writers and sockets keep the rest."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 128
+    if soft == resource.RLIM_INFINITY:
+        return 16384
+    return max(128, min(16384, soft // 4))
 
 
 def _unlink_quietly(path: str) -> None:

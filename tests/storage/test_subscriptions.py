@@ -117,3 +117,31 @@ def test_subscriber_lag_records_and_bytes(ns: storage.Namespace) -> None:
     assert lag["done"].bytes_behind == 0
     assert lag["second"].bytes_behind < lag["mid"].bytes_behind < total
     assert abs(lag["mid"].bytes_behind - total / 2) < total * 0.1
+
+
+def test_bulk_positions_across_logs(ns: storage.Namespace, ns_uri: str) -> None:
+    """One subscriber advanced in many logs at once: created where new, moved only forward, a missing log
+    reported while the others advance, and another process's advance never undone."""
+    names = [f"bulk{i}" for i in range(7)]
+    for n in names:
+        ns.create_log(n)
+    pos = ns.subscriber_positions("etl")
+    assert pos.advance({n: DLSN(1, i, 0) for i, n in enumerate(names)}) == names
+    assert {n: ns.open_log(n).subscriptions().get("etl") for n in names} == {
+        n: DLSN(1, i, 0) for i, n in enumerate(names)
+    }
+    assert pos.advance({n: DLSN(1, i, 0) for i, n in enumerate(names)}) == []  # nothing moved
+    assert pos.advance({"bulk0": DLSN(1, 5, 0), "bulk1": DLSN(1, 0, 0)}) == ["bulk0"]  # bulk1: not backwards
+    with storage.open_namespace(ns_uri) as other:
+        assert other.open_log("bulk2").subscriptions().advance("etl", DLSN(3, 0, 0))
+    moved = pos.advance({n: DLSN(2, 0, 0) for n in names})  # bulk2 changed meanwhile: compared, not overwritten
+    assert moved == [n for n in names if n != "bulk2"]
+    assert ns.open_log("bulk2").subscriptions().get("etl") == DLSN(3, 0, 0)
+    with pytest.raises(storage.LogNotFoundError):
+        pos.advance({"bulk3": DLSN(4, 0, 0), "nope": DLSN(4, 0, 0), "fresh": DLSN(4, 0, 0)})
+    assert ns.open_log("bulk3").subscriptions().get("etl") == DLSN(4, 0, 0)
+    ns.create_log("fresh")
+    assert ns.subscriber_positions("etl").advance({"fresh": DLSN(1, 1, 0), "bulk4": DLSN(9, 0, 0)}) == [
+        "bulk4",
+        "fresh",
+    ]
