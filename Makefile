@@ -138,6 +138,7 @@ bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_takeover.py
 	$(BIN)/python bench/bench_time_range.py
 	$(BIN)/python bench/bench_worker_start.py
+	$(BIN)/python bench/bench_scale.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) $(DEMO_DIR)-tour build *.egg-info .pytest_cache .mypy_cache .ruff_cache
