@@ -48,12 +48,17 @@ def log_names(n: int) -> list[str]:
 
 
 # --- the writer process ----------------------------------------------------------------------------
-def writer_main(uri: str, n: int, conn: Connection) -> None:
-    """Open a writer on every log (8 at a time), then on each ``"round"`` message write and flush one record
-    to every log and answer with the seconds it took."""
+#: Logs per writer process: a writer holds threads of its own, and thousands of them in one process slow
+#: every one of them down (the proxy's concern; here the writers only have to write).
+LOGS_PER_WRITER_PROCESS = 1000
+
+
+def writer_main(uri: str, names: list[str], conn: Connection) -> None:
+    """Open a writer on every log of ``names`` (8 at a time), then on each ``"round"`` message write and flush
+    one record to every log and answer with the seconds it took."""
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)
     with storage.open_namespace(uri) as ns, ThreadPoolExecutor(8) as pool:
-        writers = list(pool.map(lambda name: ns.open_log(name).open_writer(), log_names(n)))
+        writers = list(pool.map(lambda name: ns.open_log(name).open_writer(), names))
         conn.send("ready")
         txid = 0
         while conn.recv() == "round":
@@ -71,23 +76,33 @@ def writer_main(uri: str, n: int, conn: Connection) -> None:
 
 
 class Writers:
-    """The writer process of one namespace."""
+    """The writer processes of one namespace (:data:`LOGS_PER_WRITER_PROCESS` logs each)."""
 
     def __init__(self, uri: str, n: int) -> None:
         ctx = mp.get_context("forkserver")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=writer_main, args=(uri, n, child), daemon=True)
-        self.proc.start()
-        if self.conn.recv() != "ready":
-            raise RuntimeError("the writer process failed to open its writers")
+        names = log_names(n)
+        self.children: list[tuple[Connection, Any]] = []
+        for i in range(0, n, LOGS_PER_WRITER_PROCESS):
+            conn, child = ctx.Pipe()
+            proc = ctx.Process(target=writer_main, args=(uri, names[i : i + LOGS_PER_WRITER_PROCESS], child))
+            proc.daemon = True
+            proc.start()
+            self.children.append((conn, proc))
+        for conn, _ in self.children:
+            if conn.recv() != "ready":
+                raise RuntimeError("a writer process failed to open its writers")
 
     def round(self) -> float:
-        self.conn.send("round")
-        return float(self.conn.recv())
+        """Every process writes its round at once; the slowest one's seconds."""
+        for conn, _ in self.children:
+            conn.send("round")
+        return max(float(conn.recv()) for conn, _ in self.children)
 
     def close(self) -> None:
-        self.conn.send("stop")
-        self.proc.join(120)
+        for conn, _ in self.children:
+            conn.send("stop")
+        for _, proc in self.children:
+            proc.join(120)
 
 
 # --- measurements ----------------------------------------------------------------------------------
