@@ -525,8 +525,6 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             starts.append(s)
             uppers.append(upper)
         self._latest = encode_offsets(latest)
-        backlogs = [insp.count_between(s, u) for insp, s, u in zip(inspectors, starts, uppers, strict=True)]
-
         row_cap: int | None = None
         byte_cap: int | None = None
         min_rows: int | None = None
@@ -540,6 +538,14 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             elif isinstance(limit, ReadMinRows):
                 min_rows = limit.min_rows
 
+        if row_cap is None and byte_cap is None and min_rows is None:  # everything available: no counting
+            result = encode_offsets({insp.name: u for insp, u in zip(inspectors, uppers, strict=True)})
+            if result != encode_offsets(begin):
+                self._last_trigger_ms = time.time() * 1000.0
+            self._snapshot = (result, {insp.name: insp for insp in inspectors})
+            return result
+
+        backlogs = [insp.count_between(s, u) for insp, s, u in zip(inspectors, starts, uppers, strict=True)]
         total = sum(backlogs)
         now_ms = time.time() * 1000.0
         if min_rows is not None and self._target is None and total > 0:
