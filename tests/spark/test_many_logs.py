@@ -97,56 +97,52 @@ def zk_uri(zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path) -> Iterat
 
 
 def test_stream_reader_through_a_session_loss(zk_uri: str, zk_server: ZooKeeperServer) -> None:
-    """Writers keep writing to 40 logs while the reader's ZooKeeper session is expired twice: the reader's
-    ends never move backwards, and the batches read every record exactly once, in order."""
+    """Writers write 15 rounds to 40 logs while the reader triggers; its ZooKeeper session is expired once a
+    quarter and once two thirds of the records were read: the reader's ends never move backwards, and the
+    batches read every record exactly once, in order."""
     names = [f"w{i:02d}" for i in range(40)]
-    stop = threading.Event()
-    written: dict[str, int] = {}
+    rounds = 15
+    total = rounds * len(names)
     with storage.open_namespace(zk_uri, {"logSegmentRollingMinutes": 0, "maxLogSegmentBytes": 4096}) as wns:
         writers = {n: wns.open_log(n).open_writer() for n in names}
 
         def produce() -> None:
-            txid = 0
-            while not stop.is_set():
-                txid += 1
+            for txid in range(1, rounds + 1):
                 for n, w in writers.items():
                     w.write(storage.LogRecord(txid, b"%s-%d" % (n.encode(), txid)))
                     w.flush()
-                    written[n] = txid
 
         t = threading.Thread(target=produce, daemon=True)
         t.start()
-        r = _reader(zk_uri, streamPattern="w.*", maxRecordsPerTrigger=500, minRecordsPerPartition=50)
+        r = _reader(zk_uri, streamPattern="w.*", maxRecordsPerTrigger=100, minRecordsPerPartition=50)
         start = r.initialOffset()
         seen: list[tuple[str, tuple[int, int, int], int]] = []
         store = _handles.namespace(zk_uri, create=False).metastore
+        expiries = [total // 4, 2 * total // 3]
         try:
-            for trigger in range(60):
-                if trigger in (15, 35):
+            for _ in range(5000):  # until every record was read (a bound, not a time)
+                if expiries and len(seen) >= expiries[0]:
+                    expiries.pop(0)
                     expire_session(store, zk_server.hosts)
-                end = r.latestOffset(start, ReadMaxRows(500))
+                end = r.latestOffset(start, ReadMaxRows(100))
                 s, e = decode_offsets(start), decode_offsets(end)
                 assert all(e[n] >= s[n] for n in s if n in e), "a position moved backwards"
                 seen += _rows(r, r.partitions(start, end))
                 r.commit(end)
-                start = end
-                time.sleep(0.02)
+                idle, start = end == start, end
+                if len(seen) >= total:
+                    break
+                if idle:
+                    time.sleep(0.01)  # nothing new yet: let the writers run
         finally:
-            stop.set()
-            t.join(30)
+            t.join(120)
             for w in writers.values():
                 w.close()
-        for _ in range(200):  # drain what was written before the writers stopped
-            end = r.latestOffset(start, ReadAllAvailable())
-            if end == start:
-                break
-            seen += _rows(r, r.partitions(start, end))
-            start = end
+    assert not expiries, "the session was not expired twice"
     got: dict[str, list[int]] = defaultdict(list)
-    for s, _, txid in seen:
-        got[s].append(txid)
-    assert got == {n: list(range(1, written[n] + 1)) for n in names}
-    assert sum(written.values()) > 400
+    for s_, _, txid in seen:
+        got[s_].append(txid)
+    assert got == {n: list(range(1, rounds + 1)) for n in names}
 
 
 def test_streaming_query_over_2000_logs(spark: Any, zk_uri: str, tmp_path: Path) -> None:
