@@ -120,6 +120,12 @@ def _lenient_b64decode(text: str) -> bytes:
     return bytes(out)
 
 
+def _plain(part: str) -> bool:
+    """True for ASCII digits with an optional leading ``-``, short enough to fit in 64 bits whatever they are."""
+    digits = part[1:] if part[:1] == "-" else part
+    return 0 < len(digits) <= 18 and digits.isascii() and digits.isdigit()
+
+
 @dataclass(frozen=True, order=True, slots=True, repr=False)
 class DLSN:
     """A DistributedLog Sequence Number ``(lssn, entry_id, slot_id)``; immutable, hashable, ordered.
@@ -179,6 +185,8 @@ class DLSN:
         parts = text.split(",")
         if len(parts) != 3:
             raise InvalidArgumentError(f"invalid DLSN {_short(text)}: expected 'lssn,entry_id,slot_id'")
+        if all(_plain(x) for x in parts):  # the common form, as str(dlsn) writes it: no regex needed
+            return _dlsn_unchecked(int(parts[0]), int(parts[1]), int(parts[2]))
         values: list[int] = []
         for part in parts:
             m = _NUMBER.fullmatch(part)
