@@ -539,20 +539,35 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 min_rows = limit.min_rows
 
         if row_cap is None and byte_cap is None and min_rows is None:  # everything available: no counting
-            result = encode_offsets({insp.name: u for insp, u in zip(inspectors, uppers, strict=True)})
-            if result != encode_offsets(begin):
-                self._last_trigger_ms = time.time() * 1000.0
-            self._snapshot = (result, {insp.name: insp for insp in inspectors})
-            return result
+            end = {insp.name: u for insp, u in zip(inspectors, uppers, strict=True)}
+        else:
+            capped = self._capped_ends(inspectors, starts, uppers, row_cap, byte_cap, min_rows)
+            if capped is None:
+                return dict(start)  # not enough yet: no batch (maxTriggerDelay not reached)
+            end = capped
+        result = encode_offsets(end)
+        if result != encode_offsets(begin):
+            self._last_trigger_ms = time.time() * 1000.0
+        self._snapshot = (result, {insp.name: insp for insp in inspectors})
+        return result
 
+    def _capped_ends(
+        self,
+        inspectors: list[LogInspector],
+        starts: list[DLSN],
+        uppers: list[DLSN],
+        row_cap: int | None,
+        byte_cap: int | None,
+        min_rows: int | None,
+    ) -> dict[str, DLSN] | None:
+        """Each log's end under the row and byte caps (shared in proportion to the backlogs), or None when
+        ``min_rows`` are not there yet and ``maxTriggerDelay`` has not passed."""
         backlogs = [insp.count_between(s, u) for insp, s, u in zip(inspectors, starts, uppers, strict=True)]
         total = sum(backlogs)
-        now_ms = time.time() * 1000.0
         if min_rows is not None and self._target is None and total > 0:
-            waited = now_ms - self._last_trigger_ms
-            if total < min_rows and waited < opts.max_trigger_delay_ms:
-                return dict(start)  # not enough yet: no batch (maxTriggerDelay not reached)
-
+            waited = time.time() * 1000.0 - self._last_trigger_ms
+            if total < min_rows and waited < self.opts.max_trigger_delay_ms:
+                return None
         shares = list(backlogs)
         if row_cap is not None:
             shares = allocate(row_cap, backlogs)
@@ -568,15 +583,10 @@ class DistributedLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if total > 0 and sum(shares) == 0:  # always make progress: at least one record
             i = next(i for i, b in enumerate(backlogs) if b > 0)
             shares[i] = 1
-
-        end: dict[str, DLSN] = {}
-        for insp, s, u, share, backlog in zip(inspectors, starts, uppers, shares, backlogs, strict=True):
-            end[insp.name] = u if share >= backlog else insp.offset_after(s, u, share)
-        result = encode_offsets(end)
-        if result != encode_offsets(begin):
-            self._last_trigger_ms = now_ms
-        self._snapshot = (result, {insp.name: insp for insp in inspectors})
-        return result
+        return {
+            insp.name: u if share >= backlog else insp.offset_after(s, u, share)
+            for insp, s, u, share, backlog in zip(inspectors, starts, uppers, shares, backlogs, strict=True)
+        }
 
     def reportLatestOffset(self) -> dict[str, str] | None:
         """The tails seen by the last ``latestOffset`` (before limits), for the query progress."""
