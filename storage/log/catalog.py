@@ -21,9 +21,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from storage.formats.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
+from storage.formats.segment_metadata import LogSegmentMetadata
 from storage.log.layout import LOG_ROOT, LogPaths, join
 from storage.log.names import is_reserved
+from storage.log.segment_cache import segment_list
 from storage.metastore.base import MetadataStore
 
 __all__ = ["LogCatalog"]
@@ -159,15 +160,7 @@ class LogCatalog:
         wanted = [p.segment(k) for _, p, _, kids in changed for k in kids]
         values = iter(self._store.get_many(wanted))
         for n, p, version, kids in changed:
-            segs: list[LogSegmentMetadata] = []
-            complete = True
-            for k in kids:
-                v = next(values)
-                if v is None:
-                    complete = False  # removed between listing and reading: read again next call
-                    continue
-                segs.append(LogSegmentMetadata.parse(p.segment(k), v.value))
-            ordered = assign_start_sequence_ids(sorted(segs, key=LogSegmentMetadata.sort_key))
+            ordered, complete = segment_list(p, kids, (next(values) for _ in kids))
             self._segs[n] = (version if complete else -2, kids if complete else [], ordered)
             if not complete:
                 with self._flag_lock:

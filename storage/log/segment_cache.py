@@ -14,12 +14,14 @@ changes by this process or any other. A changed version re-reads the list.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 
 from storage.errors import LogNotFoundError, NoNodeError
 from storage.formats.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
-from storage.log.layout import LogMetadata
+from storage.log.layout import LogMetadata, LogPaths
+from storage.metastore.base import Versioned
 
-__all__ = ["SegmentListCache"]
+__all__ = ["SegmentListCache", "segment_list"]
 
 
 class SegmentListCache:
@@ -47,13 +49,23 @@ class SegmentListCache:
                 raise LogNotFoundError(f"log {paths.name!r} does not exist") from None
             if version == self._version and names == self._names:
                 return list(self._segments)
-            got = store.get_many([paths.segment(n) for n in names])
-            segments = [
-                LogSegmentMetadata.parse(paths.segment(n), v.value)
-                for n, v in zip(names, got, strict=True)
-                if v is not None  # else removed between listing and reading: the version moved, re-read next time
-            ]
-            self._segments = assign_start_sequence_ids(sorted(segments, key=LogSegmentMetadata.sort_key))
-            complete = len(segments) == len(names)
+            self._segments, complete = segment_list(paths, names, store.get_many([paths.segment(n) for n in names]))
             self._version, self._names = (version, names) if complete else (None, [])
             return list(self._segments)
+
+
+def segment_list(
+    paths: LogPaths, names: Sequence[str], values: Iterable[Versioned[bytes] | None]
+) -> tuple[list[LogSegmentMetadata], bool]:
+    """The read-side segment list (start sequence ids assigned) from the segment nodes ``names`` of a log and their
+    values as read, and whether every one was still there (one removed between listing and reading moved the
+    children version: read again next time).
+
+    Raises:
+        UnexpectedError: bad segment metadata.
+    """
+    segments = [
+        LogSegmentMetadata.parse(paths.segment(n), v.value) for n, v in zip(names, values, strict=True) if v is not None
+    ]
+    ordered = assign_start_sequence_ids(sorted(segments, key=LogSegmentMetadata.sort_key))
+    return ordered, len(segments) == len(names)
