@@ -6,6 +6,7 @@ one process do not mix), read with ``client.metrics_text()`` (the text expositio
 ``dl_proxy_client_records_sent_total``     records sent in requests (a resend counts again)
 ``dl_proxy_client_requests_sent_total``    requests sent (first sends and resends)
 ``dl_proxy_client_requests_retried_total`` requests sent again (after a lost answer, a redirect, a failover, ...)
+``dl_proxy_client_calls_total``            RPCs made, by ``method`` (``writeMulti`` carries several streams' requests)
 ``dl_proxy_client_records_acked_total``    records acknowledged (durable)
 ``dl_proxy_client_records_failed_total``   records whose futures failed, by ``outcome`` (``definitive`` / ``unknown``)
 ``dl_proxy_client_requests_in_flight``     requests sent and not yet answered
@@ -34,6 +35,7 @@ class ClientMetrics:
         self.records_sent = Counter("dl_proxy_client_records_sent", "Records sent in requests", registry=r)
         self.requests_sent = Counter("dl_proxy_client_requests_sent", "Requests sent", registry=r)
         self.requests_retried = Counter("dl_proxy_client_requests_retried", "Requests sent again", registry=r)
+        self.calls = Counter("dl_proxy_client_calls", "RPCs made, by method", ["method"], registry=r)
         self.records_acked = Counter("dl_proxy_client_records_acked", "Records acknowledged", registry=r)
         self.records_failed = Counter(
             "dl_proxy_client_records_failed", "Records failed, by outcome", ["outcome"], registry=r

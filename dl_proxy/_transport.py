@@ -162,6 +162,16 @@ class Transport:
             raise TransportError(e.code(), str(e.details())) from None
         return resp
 
+    async def write_multi(self, address: str, request: pb.MultiWriteRequest, timeout_s: float) -> pb.MultiWriteResponse:
+        """One ``writeMulti`` (several streams' requests). Raises TransportError (also when not sent)."""
+        try:
+            resp: pb.MultiWriteResponse = await self._stub(address).writeMulti(
+                request, timeout=timeout_s, metadata=self._metadata
+            )
+        except grpc.aio.AioRpcError as e:
+            raise TransportError(e.code(), str(e.details())) from None
+        return resp
+
     async def write(self, address: str, request: pb.WriteRequest, timeout_s: float) -> pb.WriteResponse:
         """One ``write`` (a record, or a record set). Raises TransportError (also when not sent)."""
         try:

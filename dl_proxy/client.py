@@ -78,6 +78,9 @@ log = logging.getLogger(__name__)
 
 #: The largest payload a record may carry (DistributedLog's MAX_LOGRECORD_SIZE less the record header).
 MAX_PAYLOAD = MAX_LOGRECORD_SIZE - RECORD_HEADER_SIZE
+#: Most streams, and bytes, in one ``writeMulti`` call.
+MULTI_MAX_STREAMS = 256
+MULTI_MAX_BYTES = 4 * 1024 * 1024
 #: Bytes a member adds to a record set besides its payload (its length).
 RECORD_SET_OVERHEAD = 4
 #: A wait longer than this logs what it waits for.
@@ -206,6 +209,11 @@ class ProxyClient(AnswerHandling):
         self._quarantine: dict[str, tuple[float, float]] = {}  # address -> (until, length)
         self._started: dict[str, int] = {}
         self._outcomes: list[tuple[Sequence[Future[DLSN]], Sequence[DLSN | DLError]]] = []  # loop thread only
+        self._outbox: dict[str, list[tuple[StreamState, Batch, int, str]]] = {}  # loop thread only
+        self._outbox_armed = False
+        self._no_multi: set[str] = set()  # proxies without writeMulti
+        self._slow_logged = 0.0  # loop thread only: the last "waiting" line, and batches left out of it since
+        self._slow_others = 0
         self.metrics = ClientMetrics(
             lambda: float(sum(st.inflight for st in list(self._streams.values()))), lambda: float(self._pending_bytes)
         )
@@ -599,7 +607,7 @@ class ProxyClient(AnswerHandling):
                 if st.recovering:
                     break
         for b, target in sends:
-            self._loop.create_task(self._send(st, b, target, st.epoch, st.instance))
+            self._queue_send(st, b, target)
 
     def _fail_fenced(self, st: StreamState) -> None:
         """Fail every batch left on a fenced stream (caller holds the lock; nothing in flight)."""
@@ -692,7 +700,46 @@ class ProxyClient(AnswerHandling):
             st.retry_armed = True
             self._loop.call_at(st.retry_at, self._retry_timer, st)
 
-    async def _send(self, st: StreamState, b: Batch, target: str, epoch: int, instance: str) -> None:
+    def _queue_send(self, st: StreamState, b: Batch, target: str) -> None:
+        """Send ``b`` to ``target`` once this turn of the loop is over: the batches of several streams that go to
+        the same proxy in one turn travel in one ``writeMulti`` call (one RPC instead of one per stream)."""
+        self._outbox.setdefault(target, []).append((st, b, st.epoch, st.instance))
+        if not self._outbox_armed:
+            self._outbox_armed = True
+            self._loop.call_soon(self._drain_outbox)
+
+    def _drain_outbox(self) -> None:
+        self._outbox_armed = False
+        boxes, self._outbox = self._outbox, {}
+        for target, sends in boxes.items():
+            if len(sends) == 1 or target in self._no_multi:
+                for st, b, epoch, instance in sends:
+                    self._loop.create_task(self._send(st, b, target, epoch, instance))
+                continue
+            chunk: list[tuple[StreamState, Batch, int, str]] = []
+            names: set[str] = set()
+            nbytes = 0
+            for send in sends:
+                st, b, epoch, instance = send
+                if st.name in names:  # a second batch of a stream in this turn (pipelined): a call of its own
+                    self._loop.create_task(self._send(st, b, target, epoch, instance))
+                    continue
+                if chunk and (len(chunk) >= MULTI_MAX_STREAMS or nbytes + b.nbytes > MULTI_MAX_BYTES):
+                    self._loop.create_task(self._send_multi(target, chunk))
+                    chunk, names, nbytes = [], set(), 0
+                chunk.append(send)
+                names.add(st.name)
+                nbytes += b.nbytes
+            if len(chunk) == 1:
+                st, b, epoch, instance = chunk[0]
+                self._loop.create_task(self._send(st, b, target, epoch, instance))
+            elif chunk:
+                self._loop.create_task(self._send_multi(target, chunk))
+
+    def _request(
+        self, st: StreamState, b: Batch, epoch: int, instance: str
+    ) -> tuple[pb.WriteRequest | pb.BulkWriteRequest, bool]:
+        """The request of ``b``, and whether it is a single ``write`` (one record or a record set)."""
         m = self.metrics
         m.requests_sent.inc()
         m.records_sent.inc(len(b))
@@ -705,21 +752,27 @@ class ProxyClient(AnswerHandling):
             ctx.producer_instance = instance
             if epoch >= 0:
                 ctx.producer_epoch = epoch
+        if len(b) == 1 or (self._record_sets and not b.separate):
+            data = b.payloads[0] if len(b) == 1 else encode_record_set(b.payloads)
+            ctx.is_record_set = len(b) > 1
+            ctx.crc32 = zlib.crc32(data)
+            return pb.WriteRequest(stream=st.name, data=data, ctx=ctx), True
+        crc = 0
+        for p in b.payloads:
+            crc = zlib.crc32(p, crc)
+        ctx.crc32 = crc
+        return pb.BulkWriteRequest(stream=st.name, data=b.payloads, ctx=ctx), False
+
+    async def _send(self, st: StreamState, b: Batch, target: str, epoch: int, instance: str) -> None:
         response: pb.WriteResponse | pb.BulkWriteResponse
         try:
-            if len(b) == 1 or (self._record_sets and not b.separate):
-                data = b.payloads[0] if len(b) == 1 else encode_record_set(b.payloads)
-                ctx.is_record_set = len(b) > 1
-                ctx.crc32 = zlib.crc32(data)
-                request = pb.WriteRequest(stream=st.name, data=data, ctx=ctx)
+            request, _ = self._request(st, b, epoch, instance)
+            if isinstance(request, pb.WriteRequest):
+                self.metrics.calls.labels("write").inc()
                 response = await self._transport.write(target, request, self._request_timeout_s)
             else:
-                crc = 0
-                for p in b.payloads:
-                    crc = zlib.crc32(p, crc)
-                ctx.crc32 = crc
-                bulk = pb.BulkWriteRequest(stream=st.name, data=b.payloads, ctx=ctx)
-                response = await self._transport.write_bulk(target, bulk, self._request_timeout_s)
+                self.metrics.calls.labels("writeBulk").inc()
+                response = await self._transport.write_bulk(target, request, self._request_timeout_s)
         except TransportError as e:
             self._on_transport_error(st, b, target, e)
         except Exception as e:  # never leave a batch in flight forever
@@ -729,6 +782,50 @@ class ProxyClient(AnswerHandling):
             self._on_response(st, b, target, response)
         self._deliver()
         self._pump(st)
+
+    async def _send_multi(self, target: str, sends: list[tuple[StreamState, Batch, int, str]]) -> None:
+        """Several streams' batches in one ``writeMulti``; each answered as if sent alone. A proxy without
+        ``writeMulti`` (an older version) gets them one call each, from then on."""
+        singles: list[bool] = []
+        try:
+            requests = []
+            for st, b, epoch, instance in sends:
+                request, single = self._request(st, b, epoch, instance)
+                singles.append(single)
+                if isinstance(request, pb.WriteRequest):
+                    request = pb.BulkWriteRequest(stream=request.stream, data=[request.data], ctx=request.ctx)
+                requests.append(request)
+            multi = pb.MultiWriteRequest(requests=requests)
+            self.metrics.calls.labels("writeMulti").inc()
+            resp = await self._transport.write_multi(target, multi, self._request_timeout_s)
+            if len(resp.responses) != len(sends):
+                raise TransportError(
+                    grpc.StatusCode.UNKNOWN,
+                    f"writeMulti answered {len(resp.responses)} requests of {len(sends)}",
+                    unknown=True,
+                )
+        except TransportError as e:
+            if e.code == grpc.StatusCode.UNIMPLEMENTED:
+                log.info("proxy %s has no writeMulti: one call per stream from now on", target)
+                self._no_multi.add(target)
+                for st, b, epoch, instance in sends:
+                    self._loop.create_task(self._send(st, b, target, epoch, instance))
+                return
+            for st, b, _, _ in sends:
+                self._on_transport_error(st, b, target, e)
+        except Exception as e:  # never leave a batch in flight forever
+            log.exception("unexpected error sending %d streams' batches to %s", len(sends), target)
+            for st, b, _, _ in sends:
+                self._on_transport_error(st, b, target, TransportError(grpc.StatusCode.UNKNOWN, str(e), unknown=True))
+        else:
+            for (st, b, _, _), single, r in zip(sends, singles, resp.responses, strict=True):
+                answer: pb.WriteResponse | pb.BulkWriteResponse = r
+                if single:
+                    answer = r.write_responses[0] if r.write_responses else pb.WriteResponse(header=r.header)
+                self._on_response(st, b, target, answer)
+        self._deliver()
+        for st, _, _, _ in sends:
+            self._pump(st)
 
     def _expire(self, stream: str, futures: list[Future[DLSN]]) -> None:
         """The delivery timeout of the records written together with ``futures``: fail those not yet answered and
@@ -782,16 +879,23 @@ class ProxyClient(AnswerHandling):
         )
 
     def _log_slow(self, st: StreamState, b: Batch) -> None:
-        """A batch unanswered for a second: log it (at most one line per stream and second; then again every
-        few seconds while it waits)."""
+        """A batch unanswered for a second: log it, then again every few seconds while it waits. One line per
+        second for the whole client: with thousands of streams waiting (a proxy failing over, the first writes of
+        every stream), the line names the oldest of them and counts the others."""
         if not b.waited_for:
             return
         now = time.monotonic()
-        if now - st.slow_logged >= LOG_WAIT_S:
-            st.slow_logged = now
-            head = st.unacked[0] if st.unacked else b
-            log.warning("waiting %.1fs for %s", now - head.created, head.describe())
+        head = st.unacked[0] if st.unacked else b
         self._loop.call_at(now + 5 * LOG_WAIT_S, self._log_slow, st, b)
+        if now - st.slow_logged < LOG_WAIT_S:
+            return
+        st.slow_logged = now
+        if now - self._slow_logged < LOG_WAIT_S:
+            self._slow_others += 1
+            return
+        others, self._slow_others, self._slow_logged = self._slow_others, 0, now
+        also = f"; {others} more batches of other streams waited more than 1s since the last line" if others else ""
+        log.warning("waiting %.1fs for %s%s", now - head.created, head.describe(), also)
 
     # ------------------------------------------------------------------------------------------------ membership
     def _on_membership(self, m: Membership) -> None:

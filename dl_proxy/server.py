@@ -213,6 +213,7 @@ class ProxyServer:
         self.core = ProxyCore(self._ns, conf, self.address, None)
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()
+        self._servicer: DistributedLogService | None = None
 
     def start(self) -> None:
         """Serve, then announce.
@@ -220,7 +221,8 @@ class ProxyServer:
         Raises:
             MetadataError: the announcement failed (the server is stopped again).
         """
-        pb_grpc.add_DistributedLogServiceServicer_to_server(DistributedLogService(self.core, self._token), self._server)
+        self._servicer = DistributedLogService(self.core, self._token)
+        pb_grpc.add_DistributedLogServiceServicer_to_server(self._servicer, self._server)
         self._server.start()
         try:
             ann = Announcement(self._ns.metastore, self.address, tls=self.tls)
@@ -247,6 +249,8 @@ class ProxyServer:
             except DLError as e:
                 log.info("could not announce DOWN: %s", e)
             self._server.stop(GRACE_S).wait(GRACE_S + 1)
+            if self._servicer is not None:
+                self._servicer.writes.close()
             self.core.shutdown()
             if self.announcement is not None:
                 self.announcement.close()

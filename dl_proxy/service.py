@@ -47,56 +47,44 @@ import os
 import re
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
-from crc32c import crc32c
 from prometheus_client import Counter, Gauge, Histogram
 
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.proto import distributedlog_pb2_grpc as pb_grpc
 from dl_proxy.registry import Announcement, check_address
-from dl_proxy.stream import ProducerRequest, Stream
+from dl_proxy.stream import State, Stream
+from dl_proxy.writes import MAX_REQUEST_BYTES, MAX_REQUEST_RECORDS, WritePath
 from storage.config import Config
 from storage.errors import (
-    CorruptedEntryError,
     DLError,
     InvalidArgumentError,
     MetadataConnectionError,
     OutOfOrderSequenceError,
-    OverCapacityError,
     OwnershipAcquireFailedError,
     ProducerFencedError,
     ProducerStateLostError,
     StreamUnavailableError,
 )
 from storage.formats.dlsn import DLSN
-from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, record_set_count
-from storage.formats.recordset import validate_record_set
 from storage.log.limits import WriteLimiter, WriteLimits
 from storage.log.names import validate_log_name
 from storage.log.namespace import Namespace
 
 log = logging.getLogger(__name__)
 
-#: Largest payload the proxy stores (a record, with its producer marker, must fit one entry).
-MAX_PAYLOAD = min(MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE - 2048) - RECORD_HEADER_SIZE
-#: Longest producer id accepted.
-MAX_PRODUCER_ID = 256
-#: Most records in one request (a request is one entry: see MAX_REQUEST_BYTES).
-MAX_REQUEST_RECORDS = 10_000
-#: Most bytes of one request's records, record headers included: every request is stored as ONE entry (with
-#: its producer marker), so it is stored whole or not at all.
-MAX_REQUEST_BYTES = MAX_LOGRECORDSET_SIZE - RECORD_HEADER_SIZE - 2048
 #: How long a request without a deadline waits for its stream's acquisition, and for its records to be durable
 #: (a request's gRPC deadline bounds both, less a margin to answer in time).
 ACQUIRE_WAIT_S = 30.0
 WRITE_WAIT_S = 60.0
+#: Streams released at once when the proxy shuts down.
+RELEASE_THREADS = 32
 #: Time kept to answer before a request's deadline.
 DEADLINE_MARGIN_S = 0.05
 FAILPOINT_ENV = "DLOG_PROXY_FAILPOINT"
@@ -110,10 +98,9 @@ LATENCY = Histogram(
 )
 OWNED = Gauge("dl_proxy_owned_streams", "Streams this proxy owns")
 REDIRECTS = Counter("dl_proxy_redirects", "Requests answered FOUND (redirected to the owner)")
-DEDUP_HITS = Counter("dl_proxy_dedup_hits", "Idempotent producers: payloads already stored, answered duplicate")
-LIMIT_HITS = Counter("dl_proxy_service_limit_hits", "Requests over a service limit", ["limit"])
 
 _KNOWN_CODES = set(pb.StatusCode.values())
+_DENIED = pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token")
 
 
 class ProxyCore:
@@ -132,6 +119,7 @@ class ProxyCore:
         self.max_streams = int(conf.get("maxAcquiredPartitionsPerProxy"))
         self.create_on_write = bool(conf.get("proxyCreateStreamOnWrite"))
         self.max_waiting = int(conf.get("proxyMaxWaitingRequestsPerStream"))
+        self.idle_s = float(conf.get("proxyStreamIdleSeconds"))
         limits = WriteLimits(
             rps_soft=float(conf.get("rpsSoftServiceLimit")),
             rps_hard=float(conf.get("rpsHardServiceLimit")),
@@ -182,6 +170,11 @@ class ProxyCore:
         _wait_logged(lambda t: stream.wait_ready(t), wait_s, f"stream {name!r} being acquired")
         return stream
 
+    def serving(self, name: str) -> Stream | None:
+        """The stream if it is acquired here and writable (no waiting, no acquiring)."""
+        s = self._streams.get(name)
+        return s if s is not None and s.state is State.INITIALIZED else None
+
     def _gone(self, stream: Stream) -> None:
         with self._mu:
             if self._streams.get(stream.name) is stream:
@@ -194,11 +187,22 @@ class ProxyCore:
             return self._owners.get(name, "")
 
     def _watch_ownership(self) -> None:
-        """Stop streams whose lock is gone (session expired) even when no request comes."""
+        """Stop streams whose lock is gone (session expired) even when no request comes; release streams idle
+        for ``proxyStreamIdleSeconds``."""
+        next_idle_check = time.monotonic() + 1.0
         while not self._stop.wait(0.1):
-            for s in self.owned().values():
-                if s.state.value == "initialized" and not s.is_serving():
+            owned = self.owned().values()
+            for s in owned:
+                if s.state is State.INITIALIZED and not s.is_serving():
                     s.stop(StreamUnavailableError("the write lock is lost (ZooKeeper session expired or fenced)"))
+            now = time.monotonic()
+            if self.idle_s > 0 and now >= next_idle_check:
+                next_idle_check = now + 1.0
+                idle = [s for s in owned if s.state is State.INITIALIZED and s.idle_for(now) >= self.idle_s]
+                if idle:
+                    log.info("releasing %d streams idle for %.0fs or more (proxyStreamIdleSeconds)", len(idle),
+                             self.idle_s)  # fmt: skip
+                    release_all(idle)
 
     def set_accepting(self, enabled: bool) -> None:
         self.accepting = enabled
@@ -218,10 +222,18 @@ class ProxyCore:
                 self.announcement.set_status("DOWN")
             except DLError as e:
                 log.info("could not announce DOWN: %s", e)
-        for s in self.owned().values():
-            s.release()
+        release_all(list(self.owned().values()))
         self._stop.set()
         OWNED.set(0)
+
+
+def release_all(streams: list[Stream]) -> None:
+    """Release ``streams`` side by side: each release commits and closes a segment (ZooKeeper round trips), and
+    the next owner of each stream waits for it."""
+    if not streams:
+        return
+    with ThreadPoolExecutor(min(RELEASE_THREADS, len(streams)), thread_name_prefix="dl-proxy-release") as pool:
+        list(pool.map(Stream.release, streams))
 
 
 def _status_error(code: int, message: str, *, retriable: bool = True) -> DLError:
@@ -249,10 +261,9 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
     def __init__(self, core: ProxyCore, token: str | None = None) -> None:
         self.core = core
         self._token = None if token is None else f"Bearer {token}".encode()
-        self._failpoint, self._failpoint_arg = _parse_failpoint(os.environ.get(FAILPOINT_ENV, ""))
-        self._failpoint_n = int(self._failpoint_arg) if self._failpoint_arg.isdigit() else 1
-        self._writes = 0
-        self._writes_mu = threading.Lock()
+        self.writes = WritePath(
+            core, self._write_stream, self._header, _parse_failpoint(os.environ.get(FAILPOINT_ENV, ""))
+        )
 
     # --- plumbing --------------------------------------------------------------------------------
     def _authorized(self, context: grpc.ServicerContext) -> bool:
@@ -319,184 +330,45 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
         create = bool(for_write and (self.core.create_on_write or (ctx is not None and ctx.create_if_missing)))
         return self.core.get(norm, create=create, wait_s=wait_s)
 
-    def _admit(self, nbytes: int) -> None:
-        lim = self.core.limiter
-        if lim is None:
-            return
-        before = dict(lim.hits)
-        try:
-            lim.acquire(1, nbytes)
-        except OverCapacityError as e:
-            LIMIT_HITS.labels("hard").inc()
-            raise OverCapacityError(str(e).replace("for stream proxy", "for proxy")) from None
-        finally:
-            if lim.hits["rps_soft"] != before["rps_soft"] or lim.hits["bps_soft"] != before["bps_soft"]:
-                LIMIT_HITS.labels("soft").inc()
+    def _write_stream(self, name: str, ctx: pb.WriteContext, wait_s: float) -> Stream:
+        return self._stream(name, ctx, for_write=True, wait_s=wait_s)
 
-    def _check_failpoint(self) -> None:
-        if self._failpoint != "after_append_before_reply":
-            return
-        with self._writes_mu:
-            self._writes += 1
-            if self._writes == self._failpoint_n:
-                log.warning("failpoint after_append_before_reply: exiting before the reply")
-                logging.shutdown()
-                os._exit(17)
-
-    # --- writes ----------------------------------------------------------------------------------
-    def _do_write(
-        self, method: str, stream: str, payloads: list[bytes], ctx: pb.WriteContext, context: grpc.ServicerContext
-    ) -> tuple[pb.ResponseHeader, list[pb.WriteResponse]]:
-        """Write ``payloads`` as one entry (all or nothing); the request's header and one response per payload."""
-        if not self._authorized(context):
-            return pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token"), []
-        refused = self._check_request(payloads, ctx)
-        if refused is not None:
-            return refused, []
-        members = record_set_count(payloads[0]) if ctx.is_record_set else 0
-        pid = ctx.producer_id
-        producer = None
-        if pid:
-            crc = 0
-            for p in payloads:
-                crc = crc32c(p, crc)
-            epoch = ctx.producer_epoch if ctx.HasField("producer_epoch") else None
-            producer = ProducerRequest(pid, epoch, ctx.producer_instance, ctx.sequence, crc)
-        budget = _budget(context)
-        try:
-            self._admit(sum(len(p) for p in payloads))
-            s = self._stream(stream, ctx, for_write=True, wait_s=budget)
-        except BaseException as e:
-            if not isinstance(e, Exception):
-                raise
-            return self._header(e), []
-        if not s.enter(self.core.max_waiting):
-            return pb.ResponseHeader(
-                code=pb.OVER_CAPACITY,
-                err_msg=f"stream {s.name!r} has {self.core.max_waiting} requests waiting on proxy {self.core.address} "
-                "(proxyMaxWaitingRequestsPerStream): not stored, back off and retry",
-            ), []
-        try:
-            return self._write_entered(s, stream, payloads, producer, members, context)
-        finally:
-            s.leave()
-
-    def _write_entered(
-        self,
-        s: Stream,
-        stream: str,
-        payloads: list[bytes],
-        producer: ProducerRequest | None,
-        members: int,
-        context: grpc.ServicerContext,
-    ) -> tuple[pb.ResponseHeader, list[pb.WriteResponse]]:
-        if self._failpoint == "stall_writes" and self._failpoint_arg == s.name:
-            time.sleep(_budget(context))
-            return pb.ResponseHeader(code=pb.STREAM_NOT_READY, err_msg="failpoint stall_writes"), []
-        try:
-            futs, dup, epoch = s.write(payloads, producer, members=members)
-        except BaseException as e:
-            if not isinstance(e, Exception):
-                raise
-            return self._header(e), []
-        try:
-            # one entry: every record is durable at once (the last future resolves last)
-            _wait_logged(_settled_wait(futs[-1]), _budget(context), f"the append of {stream!r} to be durable")
-            dlsns = [f.result(0) for f in futs]
-        except FutureTimeout:
-            return pb.ResponseHeader(
-                code=pb.FLUSH_TIMEOUT,
-                err_msg="not durable within the request's deadline: the outcome is unknown (a resend with the same "
-                "sequence is answered as a duplicate if it was stored)",
-                outcome_unknown=True,
-            ), []
-        except Exception as e:
-            return self._write_failure(e), []
-        if dup:
-            DEDUP_HITS.inc(len(dlsns))
-        self._check_failpoint()
-        window = s.table.window
-        per = [pb.WriteResponse(header=pb.ResponseHeader(code=pb.SUCCESS), dlsn=d.serialize(), duplicate=dup)
-               for d in dlsns]  # fmt: skip
-        header = pb.ResponseHeader(code=pb.SUCCESS, producer_epoch=max(epoch, 0), max_inflight=window)
-        per[0].header.CopyFrom(header)
-        return header, per
-
-    def _check_request(self, payloads: list[bytes], ctx: pb.WriteContext) -> pb.ResponseHeader | None:
-        """The refusal of a malformed or oversized request (nothing stored), or None."""
-        if not payloads:
-            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="no payload")
-        if ctx.HasField("crc32"):
-            crc = 0
-            for p in payloads:
-                crc = zlib.crc32(p, crc)
-            if crc != (ctx.crc32 & 0xFFFFFFFF):
-                return pb.ResponseHeader(
-                    code=pb.CHECKSUM_FAILED, err_msg=f"crc32 {ctx.crc32} does not match the payload(s) ({crc})"
-                )
-        pid = ctx.producer_id
-        if len(pid) > MAX_PRODUCER_ID or len(ctx.producer_instance) > MAX_PRODUCER_ID:
-            return pb.ResponseHeader(
-                code=pb.BAD_REQUEST, err_msg=f"producer_id or producer_instance longer than {MAX_PRODUCER_ID}"
-            )
-        if pid and ctx.sequence < 0:
-            return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg=f"negative sequence {ctx.sequence}")
-        if len(payloads) > MAX_REQUEST_RECORDS:
-            return pb.ResponseHeader(
-                code=pb.BAD_REQUEST, err_msg=f"{len(payloads)} records in one request; at most {MAX_REQUEST_RECORDS}"
-            )
-        big = next((p for p in payloads if len(p) > MAX_PAYLOAD), None)
-        if big is not None:
-            return pb.ResponseHeader(
-                code=pb.TOO_LARGE_RECORD, err_msg=f"record of {len(big)} bytes > {MAX_PAYLOAD}: request not stored"
-            )
-        size = sum(RECORD_HEADER_SIZE + len(p) for p in payloads)
-        if size > MAX_REQUEST_BYTES:
-            return pb.ResponseHeader(
-                code=pb.BAD_REQUEST,
-                err_msg=f"request of {size} bytes (with record headers) is more than one entry holds "
-                f"({MAX_REQUEST_BYTES}): send fewer records per request",
-            )
-        if ctx.is_record_set:
-            if len(payloads) != 1:
-                return pb.ResponseHeader(code=pb.BAD_REQUEST, err_msg="a record set travels alone (write)")
-            try:
-                members = validate_record_set(payloads[0])
-            except CorruptedEntryError as e:
-                return pb.ResponseHeader(code=pb.INVALID_ENVELOPED_ENTRY, err_msg=f"bad record set, not stored: {e}")
-            if members < 1:
-                return pb.ResponseHeader(
-                    code=pb.INVALID_ENVELOPED_ENTRY, err_msg="bad record set, not stored: no members"
-                )
-        return None
-
-    def _write_failure(self, e: BaseException) -> pb.ResponseHeader:
-        """A write that failed after it was handed to the writer: its outcome is unknown; the stream stopped."""
-        return pb.ResponseHeader(
-            code=pb.STREAM_UNAVAILABLE,
-            err_msg=f"the write failed ({type(e).__name__}: {e}); its outcome is unknown and the stream stopped "
-            "here: an idempotent producer's resend is stored at most once",
-            outcome_unknown=True,
-        )
-
+    # --- writes (dl_proxy.writes) ------------------------------------------------------------------
     def write(self, request: pb.WriteRequest, context: grpc.ServicerContext) -> pb.WriteResponse:
         with self._timed("write") as out:
-            header, per = self._do_write("write", request.stream, [request.data], request.ctx, context)
-            resp = per[0] if per else pb.WriteResponse(header=header)
+            if not self._authorized(context):
+                return self._reply(out, _DENIED)
+            done = self.writes.write(request.stream, [request.data], request.ctx, _budget(context))
+            assert done.header is not None
+            resp = done.per[0] if done.per else pb.WriteResponse(header=done.header)
             out["code"] = resp.header.code
             return resp
 
     def writeBulk(self, request: pb.BulkWriteRequest, context: grpc.ServicerContext) -> pb.BulkWriteResponse:
         with self._timed("writeBulk") as out:
-            header, per = self._do_write("writeBulk", request.stream, list(request.data), request.ctx, context)
-            out["code"] = header.code
-            return pb.BulkWriteResponse(header=header, write_responses=per)
+            if not self._authorized(context):
+                out["code"] = pb.REQUEST_DENIED
+                return pb.BulkWriteResponse(header=_DENIED)
+            done = self.writes.write(request.stream, list(request.data), request.ctx, _budget(context))
+            out["code"] = done.header.code if done.header is not None else pb.INTERNAL_SERVER_ERROR
+            return pb.BulkWriteResponse(header=done.header, write_responses=done.per)
+
+    def writeMulti(self, request: pb.MultiWriteRequest, context: grpc.ServicerContext) -> pb.MultiWriteResponse:
+        with self._timed("writeMulti") as out:
+            if not self._authorized(context):
+                out["code"] = pb.REQUEST_DENIED
+                return pb.MultiWriteResponse(responses=[pb.BulkWriteResponse(header=_DENIED) for _ in request.requests])
+            done = self.writes.write_multi(list(request.requests), _budget(context))
+            responses = [pb.BulkWriteResponse(header=d.header, write_responses=d.per) for d in done]
+            codes = {r.header.code for r in responses} - {pb.SUCCESS}
+            out["code"] = min(codes) if codes else pb.SUCCESS
+            return pb.MultiWriteResponse(responses=responses)
 
     # --- other stream operations -----------------------------------------------------------------
     def _op(self, method: str, context: grpc.ServicerContext, body: Callable[[], pb.WriteResponse]) -> pb.WriteResponse:
         with self._timed(method) as out:
             if not self._authorized(context):
-                return self._reply(out, pb.ResponseHeader(code=pb.REQUEST_DENIED, err_msg="missing or bad auth token"))
+                return self._reply(out, _DENIED)
             try:
                 resp = body()
             except Exception as e:
@@ -593,20 +465,6 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
                 )
             self.core.set_accepting(bool(request.enabled))
             return pb.SetAcceptNewStreamResponse(header=pb.ResponseHeader(code=pb.SUCCESS))
-
-
-def _settled_wait(fut: Future[DLSN]) -> Callable[[float], None]:
-    """``wait(timeout_s)`` for ``fut`` to settle (raises FutureTimeout when it does not in time), waking only the
-    calling thread: a storage future's own wait sleeps on the condition all futures of its writer share, so every
-    acknowledgement of a stream would wake every request thread waiting on that stream."""
-    settled = threading.Event()
-    fut.add_done_callback(lambda _f: settled.set())
-
-    def wait(timeout_s: float) -> None:
-        if not settled.wait(timeout_s):
-            raise FutureTimeout()
-
-    return wait
 
 
 def _budget(context: grpc.ServicerContext) -> float:

@@ -96,6 +96,7 @@ class Stream:
             max_producers=int(conf.get("proxyMaxProducersPerStream")),
         )
         self.acquired_at = 0.0
+        self.last_used = time.monotonic()  # the last request of this stream (idle streams are released)
         self._waiting = 0  # requests of this stream inside the service (enter/leave)
         self._waiting_mu = threading.Lock()
 
@@ -173,11 +174,18 @@ class Stream:
             if 0 < limit <= self._waiting:
                 return False
             self._waiting += 1
+            self.last_used = time.monotonic()
             return True
 
     def leave(self) -> None:
         with self._waiting_mu:
             self._waiting -= 1
+            self.last_used = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since the last request of this stream ended (0 while one is in)."""
+        with self._waiting_mu:
+            return 0.0 if self._waiting else now - self.last_used
 
     # --- writing -----------------------------------------------------------------------------------
     def _check_serving(self) -> AsyncLogWriter:

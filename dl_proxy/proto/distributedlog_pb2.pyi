@@ -507,6 +507,54 @@ class HeartbeatRequest(_message.Message):
 Global___HeartbeatRequest: _TypeAlias = HeartbeatRequest  # noqa: Y015
 
 @_typing.final
+class MultiWriteRequest(_message.Message):
+    """Several streams' writes in one call (beyond DistributedLog): a client with many streams owned by the same proxy
+    sends their requests together instead of one call each. Each request is served as its own writeBulk (a record
+    set is a request with is_record_set and one payload), independently: one stream's refusal never affects another's.
+    A request never holds two requests of the same stream.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___BulkWriteRequest]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___BulkWriteRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MultiWriteRequest: _TypeAlias = MultiWriteRequest  # noqa: Y015
+
+@_typing.final
+class MultiWriteResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESPONSES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def responses(self) -> _containers.RepeatedCompositeFieldContainer[Global___BulkWriteResponse]:
+        """one per request, in order"""
+
+    def __init__(
+        self,
+        *,
+        responses: _abc.Iterable[Global___BulkWriteResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["responses", b"responses"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MultiWriteResponse: _TypeAlias = MultiWriteResponse  # noqa: Y015
+
+@_typing.final
 class TruncateRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

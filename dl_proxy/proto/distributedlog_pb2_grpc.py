@@ -54,6 +54,11 @@ class DistributedLogServiceStub:
                 request_serializer=dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteRequest.SerializeToString,
                 response_deserializer=dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteResponse.FromString,
                 _registered_method=True)
+        self.writeMulti = channel.unary_unary(
+                '/distributedlog.service.DistributedLogService/writeMulti',
+                request_serializer=dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteRequest.SerializeToString,
+                response_deserializer=dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteResponse.FromString,
+                _registered_method=True)
         self.truncate = channel.unary_unary(
                 '/distributedlog.service.DistributedLogService/truncate',
                 request_serializer=dl__proxy_dot_proto_dot_distributedlog__pb2.TruncateRequest.SerializeToString,
@@ -108,6 +113,12 @@ class DistributedLogServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def writeBulk(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def writeMulti(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +183,11 @@ def add_DistributedLogServiceServicer_to_server(servicer, server):
                     servicer.writeBulk,
                     request_deserializer=dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteRequest.FromString,
                     response_serializer=dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteResponse.SerializeToString,
+            ),
+            'writeMulti': grpc.unary_unary_rpc_method_handler(
+                    servicer.writeMulti,
+                    request_deserializer=dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteRequest.FromString,
+                    response_serializer=dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteResponse.SerializeToString,
             ),
             'truncate': grpc.unary_unary_rpc_method_handler(
                     servicer.truncate,
@@ -312,6 +328,33 @@ class DistributedLogService:
             '/distributedlog.service.DistributedLogService/writeBulk',
             dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteRequest.SerializeToString,
             dl__proxy_dot_proto_dot_distributedlog__pb2.BulkWriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def writeMulti(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/distributedlog.service.DistributedLogService/writeMulti',
+            dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteRequest.SerializeToString,
+            dl__proxy_dot_proto_dot_distributedlog__pb2.MultiWriteResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,7 @@ class DistributedLogServiceStub:
     heartbeat: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.HeartbeatRequest, _distributedlog_pb2.WriteResponse]
     write: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.WriteRequest, _distributedlog_pb2.WriteResponse]
     writeBulk: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.BulkWriteRequest, _distributedlog_pb2.BulkWriteResponse]
+    writeMulti: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.MultiWriteRequest, _distributedlog_pb2.MultiWriteResponse]
     truncate: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.TruncateRequest, _distributedlog_pb2.WriteResponse]
     release: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.StreamRequest, _distributedlog_pb2.WriteResponse]
     create: _grpc.UnaryUnaryMultiCallable[_distributedlog_pb2.StreamRequest, _distributedlog_pb2.WriteResponse]
@@ -55,6 +56,7 @@ class DistributedLogServiceAsyncStub(DistributedLogServiceStub):
     heartbeat: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.HeartbeatRequest, _distributedlog_pb2.WriteResponse]  # type: ignore[assignment]
     write: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.WriteRequest, _distributedlog_pb2.WriteResponse]  # type: ignore[assignment]
     writeBulk: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.BulkWriteRequest, _distributedlog_pb2.BulkWriteResponse]  # type: ignore[assignment]
+    writeMulti: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.MultiWriteRequest, _distributedlog_pb2.MultiWriteResponse]  # type: ignore[assignment]
     truncate: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.TruncateRequest, _distributedlog_pb2.WriteResponse]  # type: ignore[assignment]
     release: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.StreamRequest, _distributedlog_pb2.WriteResponse]  # type: ignore[assignment]
     create: _aio.UnaryUnaryMultiCallable[_distributedlog_pb2.StreamRequest, _distributedlog_pb2.WriteResponse]  # type: ignore[assignment]
@@ -91,6 +93,13 @@ class DistributedLogServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _distributedlog_pb2.BulkWriteRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_distributedlog_pb2.BulkWriteResponse, _abc.Awaitable[_distributedlog_pb2.BulkWriteResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def writeMulti(
+        self,
+        request: _distributedlog_pb2.MultiWriteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_distributedlog_pb2.MultiWriteResponse, _abc.Awaitable[_distributedlog_pb2.MultiWriteResponse]]: ...
 
     @_abc_1.abstractmethod
     def truncate(

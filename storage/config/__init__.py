@@ -389,6 +389,7 @@ class Config:
     proxy_max_waiting_requests_per_stream = _Prop("proxyMaxWaitingRequestsPerStream", int)
     proxy_producer_expiry_seconds = _Prop("proxyProducerExpirySeconds", int)
     proxy_dedup_snapshot_interval = _Prop("proxyDedupSnapshotInterval", int)
+    proxy_stream_idle_seconds = _Prop("proxyStreamIdleSeconds", int)
     # zookeeper
     zk_session_timeout_seconds = _Prop("zkSessionTimeoutSeconds", int)
     zk_num_retries = _Prop("zkNumRetries", int)

@@ -517,6 +517,10 @@ _SPECS: tuple[KeySpec, ...] = (
     _i("proxyDedupSnapshotInterval", 1000, "Idempotent producers: write a snapshot of every live producer into "
         "the log after this many producer requests (or 16 MiB of them); a new owner reads the log back to the last "
         "snapshot only.", "proxy", impl=True, min=1),
+    _i("proxyStreamIdleSeconds", 3600, "A proxy releases a stream it owns when no request of it came for this "
+        "long (commits, completes the "
+        "segment, releases the lock: its memory and its ZooKeeper lock and watches go; the next request acquires it "
+        "again, on any proxy, and the producers' state is rebuilt from the log); <= 0 = never.", "proxy", impl=True),
     _i("maxCachedPartitionsPerProxy", -1, "Partitions a proxy may cache (<= 0 = unlimited).", "proxy"),
     # --- injection ----------------------------------------------------------------------------
     _b("eiInjectWriteDelay", False, "Inject write delays.", "injection"),

@@ -9,7 +9,7 @@ import zlib
 
 import storage
 from dl_proxy.proto import distributedlog_pb2 as pb
-from dl_proxy.service import MAX_PAYLOAD
+from dl_proxy.writes import MAX_PAYLOAD
 from storage.formats.recordset import RecordSetWriter, encode_record_set
 from tests.proxy.conftest import StartProxy, stub
 

@@ -94,6 +94,7 @@ IMPLEMENTED = {
     "proxyMaxWaitingRequestsPerStream",
     "proxyProducerExpirySeconds",
     "proxyDedupSnapshotInterval",
+    "proxyStreamIdleSeconds",
     "ledgerMetadataLayoutVersion",
     "ledgerMetadataSkipMinVersionCheck",
     "firstLogsegmentSequenceNumber",
