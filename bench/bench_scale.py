@@ -17,7 +17,10 @@ segments in local files) this measures:
 * **query**: a real ``readStream`` query over all the logs (``Trigger.AvailableNow``, ``maxPartitions=8``,
   the ``noop`` sink): seconds from start to end, reading every record once.
 
-    .venv/bin/python bench/bench_scale.py [--sizes 100,1000,10000] [--rounds 3]
+Then the same sizes of streams on two write proxies (bench/_scale_proxy.py: first and steady rounds of one
+client, memory per idle stream, failover, idle release, the history checker's line).
+
+    .venv/bin/python bench/bench_scale.py [--sizes 100,1000,10000] [--rounds 3] [--parts source,proxy]
 """
 
 from __future__ import annotations
@@ -229,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1000,10000", help="numbers of logs (default 100,1000,10000)")
     parser.add_argument("--rounds", type=int, default=3, help="steady triggers per size (default 3)")
     parser.add_argument("--dir", type=Path, default=None, help="data directory (default: under bench-data)")
+    parser.add_argument("--parts", default="source,proxy", help="what to measure (default source,proxy)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     sys.path.insert(0, str(REPO / "bench"))
@@ -236,12 +240,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     base, created_parent = make_base("scale", args.dir)
     server = start_zookeeper(base / "zk", True)
-    spark = local_spark_session("local[2]")
+    parts = set(args.parts.split(","))
+    spark = local_spark_session("local[2]") if "source" in parts else None
     try:
-        rows = [measure(spark, server.hosts, base, n, args.rounds) for n in sizes]
-        print(render(rows, args.rounds))
+        if spark is not None:
+            rows = [measure(spark, server.hosts, base, n, args.rounds) for n in sizes]
+            print(render(rows, args.rounds))
+        if "proxy" in parts:
+            from _scale_proxy import measure_proxies, render_proxies
+
+            proxy_rows = []
+            for n in sizes:
+                print(f"  {n:,} streams on two proxies ...", file=sys.stderr, flush=True)
+                proxy_rows.append(measure_proxies(server.hosts, base, n, args.rounds))
+            print()
+            print(render_proxies(proxy_rows, args.rounds))
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         server.stop()
         remove_base(base, created_parent)
     return 0

@@ -170,10 +170,9 @@ class ProxyCore:
         _wait_logged(lambda t: stream.wait_ready(t), wait_s, f"stream {name!r} being acquired")
         return stream
 
-    def serving(self, name: str) -> Stream | None:
-        """The stream if it is acquired here and writable (no waiting, no acquiring)."""
-        s = self._streams.get(name)
-        return s if s is not None and s.state is State.INITIALIZED else None
+    def known(self, name: str) -> Stream | None:
+        """The stream if this proxy owns it or is acquiring it (no waiting, no acquiring)."""
+        return self._streams.get(name)
 
     def _gone(self, stream: Stream) -> None:
         with self._mu:

@@ -4,12 +4,14 @@
 A write goes in two steps. :meth:`WritePath.begin` checks the request, admits it against the service limits,
 finds (or acquires) its stream and hands its records to the stream's writer, which returns at once with futures;
 :meth:`WritePath.end` waits for them (until the request's deadline) and builds the answer. ``write`` and
-``writeBulk`` run both steps in their RPC thread. ``writeMulti`` begins every request whose stream is already
-serving here in its own thread, one after another (each only queues an entry), and the others (a stream this proxy
-has not acquired yet, or is acquiring) in the proxy's acquisition pool, many at once: a client that sends the first
-writes of thousands of streams, or fails over thousands of streams from a stopped proxy, has them acquired in
-parallel instead of one RPC thread per stream. Then it ends them all: one thread waits for every stream's entry, and
-the entries of different streams are made durable concurrently by their writers.
+``writeBulk`` run both steps in their RPC thread. ``writeMulti`` begins every request whose stream is serving here
+in its own thread, one after another (each only queues an entry); those of a stream this proxy does not own yet go
+to the proxy's acquisition pool, which acquires many streams at once (a client sending the first writes of
+thousands of streams, or failing over thousands of streams from a stopped proxy, has them acquired side by side
+instead of one RPC thread per stream); those of a stream being acquired for another request wait for it in the
+call's thread, after the others were begun (never holding a pool thread to wait). Then it ends them all: one
+thread waits for every stream's entry, and the entries of different streams are made durable concurrently by
+their writers.
 
 One stream's refusal never affects another's. A request left in the acquisition pool at the deadline is answered
 STREAM_NOT_READY: not stored if it had not started (it never will be), outcome unknown if it had (an idempotent
@@ -18,6 +20,7 @@ producer's resend is then answered as a duplicate if it was stored).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -33,7 +36,7 @@ from crc32c import crc32c
 from prometheus_client import Counter
 
 from dl_proxy.proto import distributedlog_pb2 as pb
-from dl_proxy.stream import ProducerRequest, Stream
+from dl_proxy.stream import ProducerRequest, State, Stream
 from storage.errors import CorruptedEntryError, OverCapacityError
 from storage.formats.dlsn import DLSN
 from storage.formats.record import MAX_LOGRECORD_SIZE, MAX_LOGRECORDSET_SIZE, RECORD_HEADER_SIZE, record_set_count
@@ -121,18 +124,6 @@ class WritePath:
         """Begin and end one request in this thread."""
         deadline = time.monotonic() + budget_s
         return self.end(self.begin(stream, payloads, ctx, deadline), deadline)
-
-    def begin_if_serving(
-        self, stream: str, payloads: list[bytes], ctx: pb.WriteContext, deadline: float
-    ) -> Started | None:
-        """:meth:`begin`, if the stream is serving here; None (nothing done) if it must be acquired first."""
-        try:
-            name = validate_log_name(stream)
-        except Exception as e:
-            return answered(self._error_header(e))
-        if self.core.serving(name) is None:
-            return None
-        return self.begin(stream, payloads, ctx, deadline)
 
     def begin(self, stream: str, payloads: list[bytes], ctx: pb.WriteContext, deadline: float) -> Started:
         """Check, admit and hand the request to its stream (acquiring it, or waiting for its acquisition, first)."""
@@ -222,17 +213,28 @@ class WritePath:
             )
             return [answered(bad) for _ in requests]
         MULTI_STREAMS.inc(len(requests))
-        slots: list[Started | Future[Started]] = []
+        slots: list[Started | Future[Started] | Callable[[], Started]] = []
         for r in requests:
             payloads = list(r.data)
-            got = self.begin_if_serving(r.stream, payloads, r.ctx, deadline)
-            if got is None:
-                slots.append(self._acquirer().submit(self.begin, r.stream, payloads, r.ctx, deadline))
+            try:
+                known = self.core.known(validate_log_name(r.stream))
+            except Exception as e:
+                slots.append(answered(self._error_header(e)))
+                continue
+            if known is not None and known.state is State.INITIALIZED:
+                slots.append(self.begin(r.stream, payloads, r.ctx, deadline))
+            elif known is not None:  # being acquired (by another request): wait for it here, after the others
+                slots.append(functools.partial(self.begin, r.stream, payloads, r.ctx, deadline))
             else:
-                slots.append(got)
+                slots.append(self._acquirer().submit(self.begin, r.stream, payloads, r.ctx, deadline))
         out = []
         for slot in slots:
-            started = slot if isinstance(slot, Started) else self._collect(slot, deadline)
+            if isinstance(slot, Started):
+                started = slot
+            elif isinstance(slot, Future):
+                started = self._collect(slot, deadline)
+            else:
+                started = slot()
             out.append(self.end(started, deadline))
         return out
 

@@ -73,6 +73,10 @@ log = logging.getLogger(__name__)
 _WRITER_FLAGS = CONTROL | END_OF_STREAM  # records only the writer itself writes
 _MAX_PAYLOAD = MAX_LOGRECORD_SIZE - RECORD_HEADER_SIZE
 
+#: Seconds the commit thread of ``enableImmediateFlush`` waits without a commit to do before it exits; the next
+#: acknowledged write starts a new one. An open writer that is not written to then holds no thread.
+IDLE_THREAD_EXIT_S = 2.0
+
 
 def _done(value: object = None, exc: BaseException | None = None) -> Future:  # type: ignore[type-arg]
     f: Future = Future()  # type: ignore[type-arg]
@@ -120,9 +124,11 @@ class AsyncLogWriter:
         self._last_txid = handler.recover()
         self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
         self._stop = threading.Event()
-        self._commit_wanted = threading.Event()
-        if self._immediate:
-            threading.Thread(target=self._immediate_commits, name=f"dl-commit-{handler.name}", daemon=True).start()
+        # enableImmediateFlush: a commit is wanted (set from the ack path, see _want_commit) and the thread
+        # doing them, if one runs; both under _commit_cond, never under _lock.
+        self._commit_cond = threading.Condition(threading.Lock())
+        self._commit_wanted = False
+        self._committer: threading.Thread | None = None
         self._flusher: threading.Thread | None = None
         self._flush_interval_s = 0.0
         self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
@@ -356,7 +362,8 @@ class AsyncLogWriter:
     def _shutdown(self) -> None:
         self._closed = True
         self._stop.set()
-        self._commit_wanted.set()
+        with self._commit_cond:
+            self._commit_cond.notify_all()
         self._seg = None
         if self._h.lock is not None:
             self._h.lock.release()
@@ -436,20 +443,55 @@ class AsyncLogWriter:
             stats=self.stats,
         )
         if self._immediate:
-            seg.on_data_acked.append(self._commit_wanted.set)
+            seg.on_data_acked.append(self._want_commit)
         self._seg = seg
         self._purger.trigger(now_ms())
         return seg
 
+    def _want_commit(self) -> None:
+        """Ask for a commit of what was acknowledged (enableImmediateFlush); starts the commit thread when none
+        runs. Called on the segment store's ack path, which must never wait for the writer lock: this takes
+        only ``_commit_cond``."""
+        with self._commit_cond:
+            if self._stop.is_set():
+                return
+            self._commit_wanted = True
+            if self._committer is not None:
+                self._commit_cond.notify()
+                return
+            thread = threading.Thread(target=self._immediate_commits, name=f"dl-commit-{self._h.name}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as e:  # no thread to be had: the next acknowledged write tries again
+                log.warning("immediate flush of %r: cannot start the commit thread: %s", self._h.name, e)
+                return
+            self._committer = thread
+
+    def _next_commit(self) -> bool:
+        """Wait for a commit to do (True), or until the writer stops or no commit was asked for during
+        ``IDLE_THREAD_EXIT_S`` (False: the thread ends; after an idle exit ``_want_commit`` starts another).
+        Both sides decide under ``_commit_cond``: a request is either taken here or finds no thread."""
+        with self._commit_cond:
+            idle_until: float | None = None
+            while True:
+                if self._stop.is_set():
+                    return False
+                if self._commit_wanted:
+                    self._commit_wanted = False
+                    return True
+                now = time.monotonic()
+                if idle_until is None:
+                    idle_until = now + IDLE_THREAD_EXIT_S
+                elif now >= idle_until:
+                    self._committer = None
+                    return False
+                self._commit_cond.wait(idle_until - now)
+
     def _immediate_commits(self) -> None:
         # enableImmediateFlush: after data is acknowledged, publish it with a control record.
         # Acks arrive on the segment store's commit thread, which must never wait for the
-        # writer lock, so they only set an event; this thread coalesces them into commits.
-        while True:
-            self._commit_wanted.wait()
-            self._commit_wanted.clear()
-            if self._stop.is_set():
-                return
+        # writer lock, so they only ask for a commit; this thread coalesces them into commits.
+        while self._next_commit():
             try:
                 with self._lock:
                     seg = self._seg

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import abstractmethod
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import cast
 
@@ -22,6 +24,10 @@ from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 Batch = tuple[list[tuple[int, bytes]], list[Future[int] | None]]
 
 OPEN, CLOSING, CLOSED, ABORTED = "open", "closing", "closed", "aborted"
+
+#: Seconds a writer's background thread stays with nothing queued or in flight before it exits; the next append
+#: starts a new one. An open writer that is not written to then holds no thread.
+IDLE_THREAD_EXIT_S = 2.0
 
 #: Largest payload of one entry (also a sanity bound when parsing frame lengths).
 MAX_ENTRY_SIZE = 64 * 1024 * 1024
@@ -89,10 +95,14 @@ def report_batch(
 class QueuedLedgerWriter(LedgerWriter):
     """The front every ledger writer shares; the store's subclass writes what is queued.
 
-    Subclasses implement :meth:`_run` (the background thread: take ``_queue``/``_queue_futs``
-    under ``_cond``, make them durable, set ``_lac``, report with :meth:`_report` under
-    ``_report_lock``; return once nothing is queued or in flight and the state is not open),
+    Subclasses implement :meth:`_run` (the background thread: wait with :meth:`_wait_for_work`,
+    take ``_queue``/``_queue_futs`` under ``_cond``, make them durable, set ``_lac``, report with
+    :meth:`_report` under ``_report_lock``; return when :meth:`_wait_for_work` says so),
     :meth:`_busy` (anything in flight), :meth:`_take_in_flight` (for abort) and :meth:`_seal`.
+
+    The thread exists only while there is work: the first append starts it, and it exits once it
+    has had nothing queued or in flight for ``IDLE_THREAD_EXIT_S`` while the writer is open (the
+    next append starts another), or once the writer is closed or aborted and nothing is left.
 
     Reports are serialized by ``_report_lock`` (taken before ``_cond``): whoever takes a batch
     out of flight under ``_cond`` -- the thread when its write finished, or :meth:`abort` --
@@ -195,31 +205,34 @@ class QueuedLedgerWriter(LedgerWriter):
         with self._cond:  # _enqueue inlined: this runs once per entry
             if self._state != OPEN:
                 raise AlreadyClosedError(f"writer of ledger {self._ledger_id} is {self._state}")
+            if self._thread is None:
+                self._start_thread()
             queue = self._queue
             queue.append((self._next_id, payload))
             self._queue_futs.append(None)
             self._next_id += 1
             if self._error is None:
                 self._bytes += len(payload)
-            if self._thread is None:
-                self._start_thread()
             if len(queue) == 1:
                 self._cond.notify_all()
 
     def _enqueue(self, payload: bytes, fut: Future[int] | None) -> None:
-        """Queue one entry (``_cond`` held, state open) and wake the thread."""
+        """Queue one entry (``_cond`` held, state open) and wake the thread (start one if there is none)."""
+        if self._thread is None:
+            self._start_thread()
         queue = self._queue
         queue.append((self._next_id, payload))
         self._queue_futs.append(fut)
         self._next_id += 1
-        if self._thread is None:
-            self._start_thread()
         if len(queue) == 1:  # the thread waits on an empty queue (or on its writes)
             self._cond.notify_all()
 
     def _start_thread(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"{self._thread_name}-{self._ledger_id}", daemon=True)
-        self._thread.start()
+        """Start the background thread (``_cond`` held; it waits for ``_cond`` before looking at the queue). When
+        the thread cannot be started, nothing changes and the error propagates: the next append tries again."""
+        thread = threading.Thread(target=self._run, name=f"{self._thread_name}-{self._ledger_id}", daemon=True)
+        thread.start()
+        self._thread = thread
 
     def close(self) -> int:
         """Wait for outstanding appends, seal the ledger as closed, return its last entry id.
@@ -280,7 +293,38 @@ class QueuedLedgerWriter(LedgerWriter):
             self._release()
 
     # --- for the subclasses ---------------------------------------------------------------------
+    def _wait_for_work(self, ready: Callable[[], bool]) -> bool:
+        """For :meth:`_run`, with ``_cond`` held: wait until ``ready()`` (then True: go on working) or until
+        the thread is to exit (then False: return at once, touching nothing).
+
+        The thread exits when the writer was aborted; when it is closing or closed and nothing is queued or in
+        flight (``close`` waits for that); and when the writer is open but has had nothing queued or in flight
+        for ``IDLE_THREAD_EXIT_S``: then ``_thread`` is cleared here, under ``_cond``, so the next append starts
+        a new thread. Appends queue under ``_cond`` too, so an entry is either seen here or finds no thread."""
+        idle_until: float | None = None
+        while True:
+            if self._state == ABORTED:
+                return False
+            if ready():
+                return True
+            if self._queue or self._busy():  # work that is not ready yet (e.g. a write in flight)
+                idle_until = None
+                self._cond.wait()
+                continue
+            if self._state != OPEN:
+                self._cond.notify_all()
+                return False
+            now = time.monotonic()
+            if idle_until is None:
+                idle_until = now + IDLE_THREAD_EXIT_S
+            elif now >= idle_until:
+                self._thread = None
+                return False
+            self._cond.wait(idle_until - now)
+
     def _join(self) -> None:
+        """Wait for the thread to end (after the state left open: no new one starts then). A no-op without a
+        thread, and on the thread itself (a listener that closes or aborts the writer)."""
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()

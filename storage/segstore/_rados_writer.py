@@ -15,7 +15,6 @@ from storage.common.stats import store_stats
 from storage.errors import DLError
 from storage.segstore import _ledgerfile as lf
 from storage.segstore._queued import ABORTED, Batch, QueuedLedgerWriter, copy_error
-from storage.segstore._queued import OPEN as WRITER_OPEN
 from storage.segstore._rados_io import CLOSED, OPEN, Head, append_error, errno_of, head_oid, part_oid
 
 #: Largest offset index kept in a closed ledger's head (8 bytes an entry); beyond it readers scan.
@@ -98,20 +97,18 @@ class RadosLedgerWriter(QueuedLedgerWriter):
         return batches
 
     # --- the thread -----------------------------------------------------------------------------
+    def _has_work(self) -> bool:
+        """An operation finished (to report), or something queued and room in the pipeline (``_cond`` held)."""
+        in_flight = self._in_flight
+        if in_flight and in_flight[0].rc is not None:
+            return True
+        return bool(self._queue) and len(in_flight) < self._max_in_flight
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while True:
-                    if self._state == ABORTED:
-                        return
-                    if self._in_flight and self._in_flight[0].rc is not None:
-                        break
-                    if self._queue and len(self._in_flight) < self._max_in_flight:
-                        break
-                    if not self._queue and not self._in_flight and self._state != WRITER_OPEN:
-                        self._cond.notify_all()
-                        return
-                    self._cond.wait()
+                if not self._wait_for_work(self._has_work):
+                    return
                 done: list[_Op] = []
                 while self._in_flight and self._in_flight[0].rc is not None:
                     done.append(self._in_flight.popleft())

@@ -16,7 +16,7 @@ from storage.errors import (
     WriterFencedError,
 )
 from storage.segstore import _ledgerfile as lf
-from storage.segstore._queued import OPEN, Batch, QueuedLedgerWriter, copy_error
+from storage.segstore._queued import Batch, QueuedLedgerWriter, copy_error
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,13 @@ class LocalLedgerWriter(QueuedLedgerWriter):
             os.close(self._fd)
             self._fd = -1
 
+    def _has_queued(self) -> bool:
+        return bool(self._queue)
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and self._state == OPEN:
-                    self._cond.wait()
-                if not self._queue:
+                if not self._wait_for_work(self._has_queued):
                     return
                 entries, self._queue = self._queue, []
                 futs, self._queue_futs = self._queue_futs, []
