@@ -123,6 +123,8 @@ class ProxyClient(AnswerHandling):
       the request in flight and grows meanwhile); ``max_pending_bytes`` (64 MiB buffered before ``write``
       blocks, up to ``timeout_s``, then raises OverCapacityError) and ``max_stream_pending_bytes`` (16 MiB: the
       same for one stream, so a stuck stream never blocks writes to the others).
+      Batches of several streams ready for the same proxy at once travel in one ``writeMulti`` call (up to
+      256 streams; a proxy without it gets one call per stream).
     * retries: ``request_timeout_s`` (5: one request), ``backoff_start_s`` (0.02), ``backoff_max_s`` (0.5),
       ``max_redirects`` (3 FOUND answers followed in a row before backing off).
     * ``create_if_missing`` (False): ask the proxy to create a missing log on first write.
@@ -717,12 +719,13 @@ class ProxyClient(AnswerHandling):
                     self._loop.create_task(self._send(st, b, target, epoch, instance))
                 continue
             chunk: list[tuple[StreamState, Batch, int, str]] = []
+            later: list[tuple[StreamState, Batch, int, str]] = []
             names: set[str] = set()
             nbytes = 0
             for send in sends:
                 st, b, epoch, instance = send
-                if st.name in names:  # a second batch of a stream in this turn (pipelined): a call of its own
-                    self._loop.create_task(self._send(st, b, target, epoch, instance))
+                if st.name in names:  # a later batch of a stream in this turn (pipelined): a call of its own,
+                    later.append(send)  # sent after the call holding the stream's earlier batch
                     continue
                 if chunk and (len(chunk) >= MULTI_MAX_STREAMS or nbytes + b.nbytes > MULTI_MAX_BYTES):
                     self._loop.create_task(self._send_multi(target, chunk))
@@ -735,6 +738,8 @@ class ProxyClient(AnswerHandling):
                 self._loop.create_task(self._send(st, b, target, epoch, instance))
             elif chunk:
                 self._loop.create_task(self._send_multi(target, chunk))
+            for st, b, epoch, instance in later:
+                self._loop.create_task(self._send(st, b, target, epoch, instance))
 
     def _request(
         self, st: StreamState, b: Batch, epoch: int, instance: str

@@ -36,7 +36,8 @@ once): a stalled stream holds a bounded share of the RPC threads, never all of t
 Failpoints (tests): ``DLOG_PROXY_FAILPOINT=after_append_before_reply[:N]`` ends the process (``os._exit(17)``) on
 the N-th write request (default the first) once its records are durable, before it replies: the lost reply.
 ``DLOG_PROXY_FAILPOINT=stall_writes:NAME`` holds every write request of stream ``NAME`` until its deadline (a stuck
-stream).
+stream). ``DLOG_PROXY_FAILPOINT=no_write_multi`` answers ``writeMulti`` as a proxy of a version without it does
+(gRPC UNIMPLEMENTED).
 """
 
 from __future__ import annotations
@@ -357,6 +358,9 @@ class DistributedLogService(pb_grpc.DistributedLogServiceServicer):
             if not self._authorized(context):
                 out["code"] = pb.REQUEST_DENIED
                 return pb.MultiWriteResponse(responses=[pb.BulkWriteResponse(header=_DENIED) for _ in request.requests])
+            if self.writes.failpoint == "no_write_multi":
+                out["code"] = pb.NOT_IMPLEMENTED
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found! (failpoint no_write_multi)")
             done = self.writes.write_multi(list(request.requests), _budget(context))
             responses = [pb.BulkWriteResponse(header=d.header, write_responses=d.per) for d in done]
             codes = {r.header.code for r in responses} - {pb.SUCCESS}

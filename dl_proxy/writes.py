@@ -105,7 +105,7 @@ class WritePath:
         self.core = core
         self._get_stream = get_stream
         self._error_header = error_header
-        self._failpoint, self._failpoint_arg = failpoint
+        self.failpoint, self._failpoint_arg = failpoint
         self._failpoint_n = int(self._failpoint_arg) if self._failpoint_arg.isdigit() else 1
         self._writes = 0
         self._writes_mu = threading.Lock()
@@ -157,7 +157,7 @@ class WritePath:
             )
         started = Started(stream=s, name=stream)
         try:
-            if self._failpoint == "stall_writes" and self._failpoint_arg == s.name:
+            if self.failpoint == "stall_writes" and self._failpoint_arg == s.name:
                 time.sleep(max(0.0, deadline - time.monotonic()))
                 started.header = pb.ResponseHeader(code=pb.STREAM_NOT_READY, err_msg="failpoint stall_writes")
             else:
@@ -283,7 +283,7 @@ class WritePath:
                 LIMIT_HITS.labels("soft").inc()
 
     def _check_failpoint(self) -> None:
-        if self._failpoint != "after_append_before_reply":
+        if self.failpoint != "after_append_before_reply":
             return
         with self._writes_mu:
             self._writes += 1

@@ -135,3 +135,29 @@ def _owned(address: str) -> int:
     with ch:
         info = s.handshake(pb.ClientInfo(get_ownerships=True), timeout=T)
         return len(info.ownerships)
+
+
+def test_client_falls_back_to_one_call_per_stream_on_a_proxy_without_write_multi(
+    zk_local_uri: str, proxy_process: StartProxy
+) -> None:
+    """A proxy of a version without ``writeMulti`` answers it UNIMPLEMENTED: the client sends those batches one
+    call each, stored once, and sends no further writeMulti to that proxy."""
+    _proc, addr = proxy_process(
+        zk_local_uri, conf={"proxyCreateStreamOnWrite": True}, env={"DLOG_PROXY_FAILPOINT": "no_write_multi"}
+    )
+    streams = [f"old-{i:02d}" for i in range(40)]
+    with ProxyClient(proxies=[addr], timeout_s=60) as client:
+        tried = 0.0
+        for r in range(3):
+            futures = [client.write(name, f"{name}-{r}".encode()) for name in streams]
+            for f in futures:
+                f.result(timeout=60)
+            if r == 0:
+                tried = _calls(client, "writeMulti")
+        assert tried >= 1 and _calls(client, "writeMulti") == tried, client.metrics_text()
+        assert _calls(client, "write") >= 3 * len(streams), client.metrics_text()
+    with storage.open_namespace(zk_local_uri, create=False) as ns:
+        for name in streams:
+            with ns.open_log(name) as dlm, dlm.open_reader(storage.DLSN.INITIAL) as rd:
+                got = [x.payload for x in rd.read_bulk(100, non_blocking=True)]
+            assert got == [f"{name}-{r}".encode() for r in range(3)], (name, got)
