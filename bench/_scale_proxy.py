@@ -50,7 +50,7 @@ READY = "PROXY listening on "
 class _Proxy:
     def __init__(self, uri: str, log_path: Path, idle_s: int) -> None:
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        cmd = [sys.executable, "-m", "dlog", "--uri", uri, "proxy", "--set", "zkSessionTimeoutSeconds=4",
+        cmd = [sys.executable, "-m", "dlog", "--uri", uri, "proxy", "--set", "zkSessionTimeoutSeconds=30",
                "--set", f"proxyStreamIdleSeconds={idle_s}", "--set", "proxyCreateStreamOnWrite=true"]  # fmt: skip
         with open(log_path, "w") as log_file:
             self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log_file, text=True)

@@ -84,6 +84,8 @@ log = logging.getLogger(__name__)
 #: (a request's gRPC deadline bounds both, less a margin to answer in time).
 ACQUIRE_WAIT_S = 30.0
 WRITE_WAIT_S = 60.0
+#: Owned streams whose lock the ownership monitor checks per tick (10 ticks a second).
+OWNERSHIP_CHECKS_PER_TICK = 500
 #: Streams released at once when the proxy shuts down.
 RELEASE_THREADS = 32
 #: Time kept to answer before a request's deadline.
@@ -188,16 +190,22 @@ class ProxyCore:
 
     def _watch_ownership(self) -> None:
         """Stop streams whose lock is gone (session expired) even when no request comes; release streams idle
-        for ``proxyStreamIdleSeconds``."""
+        for ``proxyStreamIdleSeconds``. Each tick looks at :data:`OWNERSHIP_CHECKS_PER_TICK` streams, the next
+        ones at the next tick, so thousands of owned streams cost a bounded share of the CPU (a request checks
+        its own stream's lock anyway)."""
         next_idle_check = time.monotonic() + 1.0
+        cursor = 0
         while not self._stop.wait(0.1):
-            owned = self.owned().values()
-            for s in owned:
+            owned = list(self.owned().values())
+            if cursor >= len(owned):
+                cursor = 0
+            for s in owned[cursor : cursor + OWNERSHIP_CHECKS_PER_TICK]:
                 if s.state is State.INITIALIZED and not s.is_serving():
                     s.stop(StreamUnavailableError("the write lock is lost (ZooKeeper session expired or fenced)"))
+            cursor += OWNERSHIP_CHECKS_PER_TICK
             now = time.monotonic()
             if self.idle_s > 0 and now >= next_idle_check:
-                next_idle_check = now + 1.0
+                next_idle_check = now + max(1.0, self.idle_s / 10)
                 idle = [s for s in owned if s.state is State.INITIALIZED and s.idle_for(now) >= self.idle_s]
                 if idle:
                     log.info("releasing %d streams idle for %.0fs or more (proxyStreamIdleSeconds)", len(idle),
