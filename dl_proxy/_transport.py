@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -152,44 +153,31 @@ class Transport:
         self._channels[address] = (channel, stub, secure)
         return stub
 
-    async def write_bulk(self, address: str, request: pb.BulkWriteRequest, timeout_s: float) -> pb.BulkWriteResponse:
-        """One ``writeBulk``. Raises TransportError (also when not sent, see :meth:`_stub`)."""
+    async def _call(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
+        """One unary call of ``method`` on ``address``. Raises TransportError (also when not sent)."""
         try:
-            resp: pb.BulkWriteResponse = await self._stub(address).writeBulk(
-                request, timeout=timeout_s, metadata=self._metadata
-            )
+            return await getattr(self._stub(address), method)(request, timeout=timeout_s, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise TransportError(e.code(), str(e.details())) from None
+
+    async def write_bulk(self, address: str, request: pb.BulkWriteRequest, timeout_s: float) -> pb.BulkWriteResponse:
+        """One ``writeBulk``. Raises TransportError (also when not sent, see :meth:`_stub`)."""
+        resp: pb.BulkWriteResponse = await self._call(address, "writeBulk", request, timeout_s)
         return resp
 
     async def write_multi(self, address: str, request: pb.MultiWriteRequest, timeout_s: float) -> pb.MultiWriteResponse:
         """One ``writeMulti`` (several streams' requests). Raises TransportError (also when not sent)."""
-        try:
-            resp: pb.MultiWriteResponse = await self._stub(address).writeMulti(
-                request, timeout=timeout_s, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as e:
-            raise TransportError(e.code(), str(e.details())) from None
+        resp: pb.MultiWriteResponse = await self._call(address, "writeMulti", request, timeout_s)
         return resp
 
     async def write(self, address: str, request: pb.WriteRequest, timeout_s: float) -> pb.WriteResponse:
         """One ``write`` (a record, or a record set). Raises TransportError (also when not sent)."""
-        try:
-            resp: pb.WriteResponse = await self._stub(address).write(
-                request, timeout=timeout_s, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as e:
-            raise TransportError(e.code(), str(e.details())) from None
+        resp: pb.WriteResponse = await self._call(address, "write", request, timeout_s)
         return resp
 
     async def handshake(self, address: str, timeout_s: float) -> pb.ServerInfo:
         """One ``handshake`` with ownerships. Raises TransportError (also when not sent)."""
-        try:
-            info: pb.ServerInfo = await self._stub(address).handshake(
-                pb.ClientInfo(get_ownerships=True), timeout=timeout_s, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as e:
-            raise TransportError(e.code(), str(e.details())) from None
+        info: pb.ServerInfo = await self._call(address, "handshake", pb.ClientInfo(get_ownerships=True), timeout_s)
         return info
 
     async def close(self) -> None:
