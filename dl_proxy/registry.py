@@ -30,6 +30,10 @@ from storage.metastore.base import MetadataStore
 
 log = logging.getLogger(__name__)
 
+#: How many times a stale node at this proxy's address is deleted and re-created before start() gives up (its old
+#: session, still alive, may put it back in between).
+STALE_REPLACE_ATTEMPTS = 5
+
 #: The folder (relative to the namespace root) of the proxies' ephemeral nodes.
 PROXIES_PATH = "/.proxies"
 #: The statuses a proxy announces (DistributedLog's ServerStatus names).
@@ -164,6 +168,7 @@ class Announcement:
         """Create the node (and ``.proxies``), then keep it there.
 
         Raises:
+            NodeExistsError: another live session kept putting its node for this address back.
             MetadataError: ZooKeeper fails.
         """
         try:
@@ -187,12 +192,21 @@ class Announcement:
                 if first:
                     # We hold the port, so the proxy that announced this address is gone (killed, its ZooKeeper
                     # session not yet expired): replace its node. Call start() only once serving.
+                    # The old session may still be alive and watching its node (a process being torn down), and
+                    # put it back between our delete and our create: try a few times before giving up.
                     log.info("replacing the stale node %s of a previous proxy at this address", self._path)
-                    try:
-                        self._store.delete(self._path)
-                    except NoNodeError:
-                        pass
-                    self._store.create_ephemeral(self._path, data)
+                    for attempt in range(STALE_REPLACE_ATTEMPTS):
+                        try:
+                            self._store.delete(self._path)
+                        except NoNodeError:
+                            pass
+                        try:
+                            self._store.create_ephemeral(self._path, data)
+                            return
+                        except NodeExistsError:
+                            if attempt == STALE_REPLACE_ATTEMPTS - 1:
+                                raise
+                            time.sleep(0.05 * (attempt + 1))
 
     def _on_change(self) -> None:
         try:
