@@ -229,8 +229,8 @@ class HistoryRecorder:
         self._emit("sink_batch", sink=sink, batch=batch, count=count)
 
     def truncated(self, log: str, dlsn: object) -> None:
-        """The log was truncated before ``dlsn`` (after the truncation returned): acknowledged records before it may
-        be gone from the final read."""
+        """The log is truncated before ``dlsn``: acknowledged records before it may be gone from the final read.
+        Record it before calling the truncation: a process killed while it runs may have stored it."""
         self._emit("truncated", log=log, dlsn=as_dlsn(dlsn))
 
     def event(self, ev: str, **fields: Any) -> None:

@@ -182,10 +182,11 @@ def async_writes(
 
 
 def _truncate(rec: HistoryRecorder, log: storage.LogManager, w: storage.AsyncLogWriter, at: DLSN) -> None:
-    """Truncate the log before ``at`` (an acknowledged record); recorded once the truncation returned."""
+    """Truncate the log before ``at`` (an acknowledged record); recorded before the call, since the machine may
+    crash once the truncation is stored but before it returned."""
+    rec.truncated(log.name, at)
     try:
-        if w.truncate(at).result(timeout=30):
-            rec.truncated(log.name, at)
+        w.truncate(at).result(timeout=30)
     except (storage.DLError, TimeoutError) as e:  # a disk fault meanwhile: the writes report it
         emit(event="truncate-error", what=log.name, error=f"{type(e).__name__}: {e}")
 
