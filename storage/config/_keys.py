@@ -310,8 +310,9 @@ _SPECS: tuple[KeySpec, ...] = (
     _i("readerIdleErrorThresholdMillis", _JAVA_INT_MAX, "Fail a reader with IdleReader when it makes no progress for "
         "this long, in milliseconds.", "reader", impl=True, min=0),
     _b("ignoreTruncationStatus", False, "Read segments marked truncated anyway (tooling).", "reader", impl=True),
-    _b("alertPositionOnTruncated", True, "Fail a reader positioned inside truncated data "
-        "(AlreadyTruncatedTransaction).", "reader", impl=True),
+    _b("alertPositionOnTruncated", True, "Log a warning when a reader is positioned before the first active record "
+        "of a partially truncated segment (the position fails with AlreadyTruncatedTransaction either way, unless "
+        "ignoreTruncationStatus).", "reader", impl=True),
     _b("positionGapDetectionEnabled", False, "Fail a reader that detects a gap between consecutive record positions.",
         "reader", impl=True),
     _b("readAheadSkipBrokenEntries", False, "Skip entries that fail to decode instead of failing the reader.",

@@ -5,7 +5,7 @@ Real ZooKeeper, real disconnects: a private server of this module (so that cutti
 test), and a loopback TCP relay between the store's client and the server (:mod:`tests.storage.zk_relay`) that
 drops the connection for 1.5 s, well within the 4 s session. While the client is SUSPENDED:
 
-* a held lock stays held: ``check()`` passes (it used to raise a retriable ``LockingError``), ``is_held()`` stays
+* a held lock stays held: ``check()`` passes, ``is_held()`` stays
   True, and ``confirm()`` (before a metadata write) waits for the reconnection in the same session;
 * a sync and an async writer go on writing and acknowledging; a roll (a metadata write) waits for the reconnection
   and says so in the log; nothing fails, everything acknowledged is read back once, in order, at its DLSN, and the
@@ -16,8 +16,8 @@ the log over, that writer's recovery fenced our in-progress ledger first, so our
 everything we acknowledged before is in the recovered segment. Checked with the history checker
 (:mod:`tools.history`: nothing acknowledged lost, nothing of the old writer visible after the new owner's takeover)
 and by comparing acknowledged DLSNs with what a reader reads. Once the session is lost (LOST on reconnect, or
-disconnected past the session timeout) the lock is not held and writes fail with a non-retriable ``LockingError``
-(or ``WriterFencedError``).
+disconnected past the session timeout) the lock is not held and writes fail with a ``LockingError`` (retriable: a
+reopened writer may take the lock again) or ``WriterFencedError``.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def test_lock_stays_held_through_a_short_disconnect(
         relay.cut()
         try:
             wait_until(lambda: states.saw("SUSPENDED"), "the store to see the disconnect")
-            lk.check()  # used to raise a retriable LockingError ("cannot be confirmed")
+            lk.check()
             assert lk.is_held()
             confirming = threading.Thread(target=lk.confirm, args=("the test's metadata write",), daemon=True)
             confirming.start()
@@ -190,7 +190,7 @@ def test_lock_lost_when_the_session_expires_during_a_disconnect(
     """The server ends the session while the client is cut off: the client cannot know, so its lock still counts
     as held (this is the window in which only the segment store's fencing keeps it out) while another client takes
     the lock. On the reconnection the client learns (LOST): ``check()`` and a waiting ``confirm()`` raise a
-    non-retriable ``LockingError``."""
+    ``LockingError`` (retriable: reopening the writer may succeed)."""
     store = _store(relay.hosts, chroot, session_s=30)  # the client itself would wait 30 s before giving up
     other = _store(private_zk.hosts, chroot)
     try:
