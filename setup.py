@@ -66,9 +66,10 @@ class BuildPyWithPth(build_py):
 setup(
     name="distributedlog-py",
     version="0.1.0",
-    description="Apache DistributedLog's core library in Python, put to work in Spark",
+    description="A Python port of Apache DistributedLog's core library, put to work in Spark",
     long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
     python_requires=">=3.10",
     cmdclass={"build_py": BuildPyWithPth},
     # The package root spelled out as "." makes setuptools' editable install a plain .pth naming

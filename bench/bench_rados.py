@@ -18,7 +18,7 @@ the segment store. Records are 1 KiB; every measurement is repeated (``--reps``)
 untimed warm-up, the median is reported, and each ratio is the median of the per-repetition
 ratios (the sides of a ratio run back to back in one repetition, their order alternating).
 
-Sections (each prints a table; a summary table for the README closes the report):
+Sections (each prints a table; a summary table closes the report):
 
 (1) Writer throughput. The async writer of the RADOS-bound namespace
     (``open_async_writer()``, ``writerOutputBufferSize`` = ``--buffer``, every future waited

@@ -1,4 +1,4 @@
-"""``ProxyClient``: write to DistributedLog logs through write proxies (CONTRACT §7), as an idempotent producer.
+"""``ProxyClient``: write to DistributedLog logs through write proxies (``dlog proxy``), as an idempotent producer.
 
 ::
 

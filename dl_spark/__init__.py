@@ -1,4 +1,4 @@
-"""The Spark layer: ``format("distributedlog")`` (CONTRACT §4).
+"""The Spark layer: ``format("distributedlog")``, a source and an exactly-once sink.
 
 ``spark.read`` / ``spark.readStream`` (the source) and ``df.write`` / ``df.writeStream`` (the
 exactly-once sink, see :mod:`dl_spark.sink`) ``.format("distributedlog")`` work in

@@ -32,7 +32,7 @@ CONF_PREFIX = "dlog."
 #: The options Spark passes to a data source on its own.
 SPARK_OPTIONS: tuple[str, ...] = ("path",)
 
-#: Every option of the source (``spark.read`` / ``spark.readStream``), CONTRACT §4.
+#: Every option of the source (``spark.read`` / ``spark.readStream``).
 SOURCE_OPTIONS: tuple[str, ...] = (
     "uri",
     "streams",

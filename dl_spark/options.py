@@ -1,4 +1,4 @@
-"""Options of ``format("distributedlog")`` (CONTRACT §4 "Source"), parsed and checked up front.
+"""Options of the ``format("distributedlog")`` source, parsed and checked up front.
 
 :func:`parse_source_options` turns Spark's option map (keys are case-insensitive; Spark lower-cases
 them) into a frozen, picklable :class:`SourceOptions`. Every problem raises

@@ -1,6 +1,6 @@
 """``read(partition)``: one partition's records, straight from the segment store, as Arrow batches.
 
-The row schema is fixed (CONTRACT §4)::
+The row schema is fixed, for batch and streaming reads alike::
 
     stream STRING NOT NULL, dlsn STRUCT<lssn BIGINT, entry_id BIGINT, slot_id BIGINT> NOT NULL,
     txid BIGINT NOT NULL, sequence_id BIGINT NOT NULL, value BINARY

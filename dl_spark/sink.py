@@ -1,6 +1,6 @@
 """The exactly-once sink: ``df.writeStream.format("distributedlog")`` and ``df.write.format("distributedlog")``.
 
-Stage, then publish (CONTRACT §4 "Sink"):
+Stage, then publish:
 
 * Each task (``write`` on an executor) stages its rows with :func:`storage.log.staging.stage_arrow`
   into new sealed ledgers that no reader can see, one per target log, and returns a

@@ -252,7 +252,7 @@ def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
 # --- the data source ----------------------------------------------------------------------------
 class DistributedLogDataSource(DataSource):
     """``spark.read`` / ``spark.readStream`` / ``df.write`` / ``df.writeStream``
-    ``.format("distributedlog")`` (CONTRACT §4 "Source" and "Sink")."""
+    ``.format("distributedlog")``: the source's readers and the sink's writers."""
 
     def __init__(self, options: dict[str, str]) -> None:
         """Options are checked by the method that uses them: the source's by :meth:`schema` /

@@ -1,11 +1,12 @@
-"""``dlog``: the operations command-line tool (CONTRACT §5), after Apache DistributedLog's ``dlog tool``.
+"""``dlog``: the operations command-line tool, after Apache DistributedLog's ``dlog tool``.
 
 ::
 
     dlog [--uri URI] [--conf FILE] [-v] COMMAND [ARGS]...
 
 Commands: ``bind``, ``list``, ``create``, ``delete``, ``show``, ``count``, ``dump``, ``tail``, ``write``,
-``truncate``, ``seal``, ``dlsn encode`` / ``dlsn decode``, ``bench`` and ``gateway``; ``--help`` on each.
+``truncate``, ``seal``, ``subscribers``, ``lag``, ``purge``, ``stats``, ``offload``, ``restore``, ``proxy``,
+``proxy-status``, ``dlsn encode`` / ``dlsn decode``, ``bench`` and ``gateway``; ``--help`` on each.
 
 Output conventions (stable, for scripts and ``grep``):
 

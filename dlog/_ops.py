@@ -83,7 +83,7 @@ def stats(state: State, names: tuple[str, ...], scrape: str | None) -> None:
       dlog_log_bytes{stream="L"} N
       dlog_subscriber_records_behind{stream="L",subscriber="S"} N
     With --scrape HOST:PORT it prints the dlog_* lines of that process's metrics endpoint (writers'
-    and readers' counters and latencies, see the README).
+    and readers' counters and latencies; docs/operations.md lists them).
     """
     if scrape is not None:
         url = f"http://{scrape}/metrics"

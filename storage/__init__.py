@@ -2,14 +2,15 @@
 
 ``storage.open_namespace(uri)`` opens a namespace of logs; each log is written by one writer
 (fenced, versioned metadata) and read by any number of readers positioned by DLSN or
-transaction id. See CONTRACT.md §3 for the public surface.
+transaction id. Everything public is importable from here: namespaces, log managers, writers,
+readers, DLSN, records, configuration and every error class.
 """
 
 from importlib import metadata as _metadata
 
 from storage import errors
 from storage.config import Config
-from storage.errors import *  # noqa: F403  (every error is re-exported, as the contract says)
+from storage.errors import *  # noqa: F403  (every error class is re-exported from storage)
 from storage.errors import __all__ as _error_names
 from storage.formats.dlsn import DLSN
 from storage.formats.record import LogRecord, LogRecordWithDLSN

@@ -61,7 +61,7 @@ an op on another pool: ``rados.PermissionError``, EPERM). ``keyring = DIR/ceph.$
 ``[global]``: every client finds its own keyring (``ceph.client.admin.keyring``,
 ``ceph.client.dlog.keyring``) from ceph.conf alone.
 
-Measured on a 2-core VM (Debian 12, another 3-OSD cluster idling beside it):
+Measured on a 2-core VM (Debian 12):
 
 * start: 4.5-4.9 s to ready with 3 OSDs (4.0 s with 1), stop 0.2 s.
 * RSS (VmRSS) after start: mon 35-43 MiB, each OSD 50-53 MiB: about 0.19 GB in all; after 100 MiB of

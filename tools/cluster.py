@@ -25,7 +25,7 @@ API: ``hosts`` (name -> address), ``client_hosts``, ``popen``/``run``/``python_o
 ``zk_leader()``, ``zk_modes()``, ``mon``, ``osds``, ``spark_master``, ``spark_workers``, and ``ceph`` (the
 :class:`~tools.ceph_cluster.CephCluster`: ``wait_osd_up``, ``status``...); faults: ``faults.partition``/
 ``isolate``/``one_way``/``loss``/``delay``, ``faults.records()``/``active()`` (kind, hosts, start, end),
-``heal()``, ``end_fault(id)``; ``status()``, ``rss()``, ``timings``. Figures measured here: :mod:`tools.netsim`.
+``heal()``, ``end_fault(id)``; ``status()``, ``rss()``, ``timings``. Measured figures: :mod:`tools.netsim`.
 
 Hosts (``dlc-<id>-<host>`` namespaces on one bridge; addresses ``<subnet>.11`` on, in this order)::
 

@@ -3,8 +3,8 @@
     python -m tools.lanes --lane cluster=tests/cluster --lane spark=tests/spark,tests/jvm --rest core [-- PYTEST ARGS]
 
 Why: most of the suite's time is spent waiting (fsyncs, ZooKeeper sessions, fault windows, Spark micro-batch
-triggers, process start-up), not computing, so two or three sessions share CI's two cores well. The simulated
-cluster's fault scenarios alone hold faults for minutes; run beside the rest, they no longer add to it.
+triggers, process start-up), not computing, so two or three sessions share two cores well. The simulated
+cluster's fault scenarios alone hold faults for minutes; run beside the rest, they do not add to it.
 
 Each lane is one pytest session of its own, so each keeps the suite's rule of one SparkSession, one ZooKeeper
 server, one Ceph cluster and one simulated cluster per session (the session fixtures start their servers on
@@ -18,9 +18,9 @@ failure is reported with when it started in its lane (a ``WHEN`` line). The lane
 heavy tests before the rest, the other lanes after: the heavy tests of one lane then meet the light tests of the
 other, and lanes seldom wait for the lock.
 
-What the simulated cluster's hosts run gets niceness 5 (``DLC_NICE``, unless set): its fault schedules load two
-cores to 15-20 for minutes, and are built to tolerate pauses, while Spark gives a Python worker it starts for a
-streaming query a fixed 10 s to connect back. Measured here beside 16 spinning processes, such a worker's start
+What the simulated cluster's hosts run gets niceness 5 (``DLC_NICE``, unless set): its fault schedules keep two
+cores saturated for minutes, and are built to tolerate pauses, while Spark gives a Python worker it starts for a
+streaming query a fixed 10 s to connect back. Measured on 2 cores beside 16 spinning processes, such a worker's start
 took 5.6-7.1 s with them at niceness 0 and 1.7-2.2 s with them at 5.
 
 Every line a lane prints is echoed as it comes, prefixed with the lane's name; the full output of each lane is

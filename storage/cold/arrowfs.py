@@ -1,7 +1,7 @@
 """The cold store over ``pyarrow.fs``: S3-compatible object storage (``S3FileSystem``) and a filesystem path
 (``LocalFileSystem``), one implementation for both.
 
-URIs (CONTRACT §8)::
+URIs::
 
     s3://BUCKET[/PREFIX][?endpoint=HOST:PORT][&scheme=http|https][&region=R]
     file:///abs/path

@@ -25,8 +25,8 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any, Generic, NoReturn, TypeVar, overload
 
-# The key table and the properties format live in submodules; every name the single-module
-# storage/config.py defined is re-exported here, so ``from storage.config import ...`` is unchanged.
+# The key table and the properties format live in submodules; their names are re-exported here,
+# so ``from storage.config import ...`` reaches all of them.
 from storage.config._keys import _ALIASES as _ALIASES
 from storage.config._keys import _BY_NAME as _BY_NAME
 from storage.config._keys import _FALSE as _FALSE

@@ -22,7 +22,7 @@ offset  size  field
 
 * Version 1 is exactly 25 bytes long and is the current form.
 * Version 0 is exactly **200** bytes long: the 25 bytes above (with version byte ``0``) followed by 175 zero bytes.
-  This reproduces a quirk of the reference, whose ``VERSION0_LEN`` counts bits instead of bytes.
+  This reproduces a quirk of Apache DistributedLog, whose ``VERSION0_LEN`` counts bits instead of bytes.
 
 String forms:
 
@@ -53,7 +53,7 @@ __all__ = ["DLSN", "VERSION0", "VERSION0_LEN", "VERSION1", "VERSION1_LEN"]
 VERSION0 = 0
 #: Serialization version 1 (the current 25-byte form).
 VERSION1 = 1
-#: Length of a version-0 serialization (sic: the reference counts bits, 3*64 + 8).
+#: Length of a version-0 serialization (sic: DistributedLog counts bits, 3*64 + 8).
 VERSION0_LEN = 200
 #: Length of a version-1 serialization.
 VERSION1_LEN = 25

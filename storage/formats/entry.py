@@ -303,7 +303,7 @@ class EntryBuilder:
 
     @property
     def num_slots(self) -> int:
-        """Number of DLSN slots used (record-set members counted one by one; the reference's ``getNumRecords``)."""
+        """Number of DLSN slots used (record-set members counted one by one; DistributedLog's ``getNumRecords``)."""
         return self._num_slots
 
     @property

@@ -81,7 +81,7 @@ def codec_from_name(name: str) -> CompressionCodec:
     """Map a ``compressionType`` string to a codec: ``"none"`` -> NONE, ``"lz4"`` -> LZ4, anything else -> UNKNOWN.
 
     Matching is exact, as in ``CompressionUtils.stringToType``; the configuration layer decides what to do with
-    UNKNOWN (the reference falls back to no compression).
+    UNKNOWN (DistributedLog falls back to no compression).
     """
     if name == "lz4":
         return CompressionCodec.LZ4
@@ -114,7 +114,7 @@ def compress(data: bytes | bytearray | memoryview, codec: int) -> bytes:
     """Compress ``data`` with ``codec`` (NONE returns it unchanged; LZ4 gives a raw block with no stored size).
 
     Raises :class:`~storage.errors.InvalidArgumentError` for an unknown codec or LZ4 on empty input (LZ4 cannot
-    compress an empty buffer in the reference).
+    compress an empty buffer in DistributedLog either).
     """
     c = _codec(codec)
     if c is CompressionCodec.NONE:

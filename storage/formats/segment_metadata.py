@@ -148,7 +148,7 @@ _TRUNCATION_CODES: dict[TruncationStatus, int] = {
 }
 _TRUNCATION_BY_CODE: dict[int, TruncationStatus] = {v: k for k, v in _TRUNCATION_CODES.items()}
 
-# Placeholder default for the DLSN fields: replaced in __post_init__ by the reference defaults.
+# Placeholder default for the DLSN fields: replaced in __post_init__ by DistributedLog's defaults.
 _DERIVED: Final = _dlsn_unchecked(INT64_MIN, INT64_MIN, INT64_MIN)
 
 
@@ -163,7 +163,7 @@ def _check(value: object, name: str, low: int, high: int) -> None:
 class LogSegmentMetadata:
     """Metadata of one log segment (immutable; every change makes a new instance).
 
-    Defaults are the reference's for a fresh inprogress segment: ``last_txid = INVALID_TXID``,
+    Defaults are DistributedLog's for a fresh inprogress segment: ``last_txid = INVALID_TXID``,
     ``last_dlsn = (lssn, -1, -1)``, ``min_active_dlsn = (lssn, 0, 0)``, ``start_sequence_id = -1`` (unassigned),
     ``status = 0`` (active), ``version = 5``. ``path`` (the znode path) does not take part in equality.
 

@@ -4,7 +4,7 @@ Two ways in, one decoder (:func:`storage.formats.arrow_records.entries_to_batche
 
 * :func:`read_log` (``LogManager.read_arrow``): from a DLSN or a transaction id, optionally up to an
   exclusive end DLSN and at most ``max_records`` rows, across segments, positioned as a reader is
-  (spec §7.1: truncated leading segments skipped, a truncated hole raises), reading what readers may
+  (truncated leading segments skipped, a truncated hole raises), reading what readers may
   see now (completed segments to their end, the in-progress one to its LAC) and returning: it does
   not wait at the tail.
 * :func:`read_slice` (``LogManager.read_arrow_slice``): a :class:`SegmentSlice` a planner already
@@ -73,7 +73,7 @@ def read_log(
     """The user records from ``start`` (inclusive) to ``end`` (exclusive; None: what is visible now),
     at most ``max_records`` of them (None: no limit), as batches of
     :data:`storage.formats.arrow_records.RECORD_SCHEMA`. ``segments`` ascend by LSSN with start sequence ids
-    assigned. Positioning follows spec §7.1 (see :func:`storage.log.cursor.position_segments`).
+    assigned. Positioning is a reader's (see :func:`storage.log.cursor.position_segments`).
 
     Raises:
         AlreadyTruncatedTransactionError: ``start`` lies in truncated data (raised by this call, before

@@ -2,12 +2,12 @@
 
 A cursor holds the next DLSN to read and walks the log's segments in LSSN order:
 
-* it is positioned by DLSN with the rules of spec §7.1 (truncated leading segments skipped,
+* it is positioned by DLSN with DistributedLog's rules (truncated leading segments skipped,
   partially truncated ones entered at ``minActiveDLSN``, a truncated hole after the position
   → ``AlreadyTruncatedTransactionError`` unless ``ignoreTruncationStatus``);
 * a completed segment is read to its last entry, an in-progress one only up to its LAC;
 * control records are skipped; so are records before the start DLSN (slot granularity, for
-  the sync reader too — the reference's sync reader is entry-granular) and, when opened by
+  the sync reader too — DistributedLog's sync reader is entry-granular) and, when opened by
   txid, records below that txid;
 * an end-of-stream record raises ``EndOfStreamError``, and keeps raising it;
 * at the tail it sleeps on a change event set by the metadata store's watch (segments added,
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 def check_allowed(seg: LogSegmentMetadata, start: DLSN, conf: Config, log_name: str) -> None:
-    """``isAllowedToPosition`` (§7.1 step 3) for a segment that is not a leading one.
+    """``isAllowedToPosition`` (DistributedLog's check) for a segment that is not a leading one.
 
     Raises:
         AlreadyTruncatedTransactionError: the segment is truncated at or after ``start``.
@@ -61,7 +61,7 @@ def check_allowed(seg: LogSegmentMetadata, start: DLSN, conf: Config, log_name: 
 def position_segments(
     segments: list[LogSegmentMetadata], start: DLSN, conf: Config, log_name: str
 ) -> tuple[list[LogSegmentMetadata], DLSN]:
-    """Apply §7.1 to the ascending segment list: the segments to read and the start DLSN.
+    """Position by DLSN over the ascending segment list: the segments to read and the start DLSN.
 
     Raises:
         AlreadyTruncatedTransactionError: ``start`` (or a later segment) lies in truncated data.

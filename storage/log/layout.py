@@ -1,4 +1,4 @@
-"""The metadata layout of a namespace, DistributedLog's ZooKeeper layout (spec §5), and the
+"""The metadata layout of a namespace, DistributedLog's ZooKeeper layout, and the
 versioned operations on it. Written once over :class:`~storage.metastore.base.MetadataStore`,
 so the embedded store and ZooKeeper hold byte-identical trees.
 
@@ -15,8 +15,8 @@ so the embedded store and ZooKeeper hold byte-identical trees.
     <ns>/<log>/<default>/readLock         read lock
     <ns>/<log>/<default>/allocation       ledger id handed to the next segment (or empty)
 
-Starting, completing and re-marking segments are each one versioned multi-operation (§5.4,
-§4.7), so two would-be writers can never both succeed.
+Starting, completing and re-marking segments are each one versioned multi-operation (as in
+DistributedLog), so two would-be writers can never both succeed.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class LogMetadata:
         max_txid: Versioned[int],
         allocation_version: int,
     ) -> None:
-        """Start a segment (§5.4): create the in-progress znode, bump ``/ledgers`` and
+        """Start a segment in one multi: create the in-progress znode, bump ``/ledgers`` and
         ``/maxtxid``, and clear ``/allocation`` — all under the versions read before.
 
         Raises:
@@ -212,7 +212,7 @@ class LogMetadata:
         )
 
     def complete_segment(self, inprogress: LogSegmentMetadata, completed: LogSegmentMetadata) -> None:
-        """Complete a segment (§5.4): create ``logrecs_``, delete ``inprogress_``, bump
+        """Complete a segment in one multi: create ``logrecs_``, delete ``inprogress_``, bump
         ``/ledgers`` and ``/maxtxid`` under their versions.
 
         Raises:
@@ -237,7 +237,7 @@ class LogMetadata:
         raise MetadataError(f"could not complete segment {inprogress.znode_name} of {self.paths.name!r}: contention")
 
     def replace_segments(self, pairs: list[tuple[LogSegmentMetadata, LogSegmentMetadata]]) -> None:
-        """Rewrite segment znodes (truncation status) as delete + create, all in one multi (§4.7).
+        """Rewrite segment znodes (truncation status) as delete + create, all in one multi.
 
         Raises:
             NoNodeError: a segment vanished (purged) meanwhile.

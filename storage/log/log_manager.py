@@ -231,7 +231,7 @@ class LogManager:
         return self._segments.get()
 
     def first_dlsn(self) -> DLSN:
-        """DLSN of the first user record (ignores ``minActiveDLSN``, as the reference does).
+        """DLSN of the first user record (ignores ``minActiveDLSN``, as DistributedLog does).
 
         Raises:
             LogEmptyError, LogNotFoundError.
@@ -263,7 +263,7 @@ class LogManager:
         return rec is not None and rec.txid == MAX_TXID
 
     def record_count(self, start: DLSN = DLSN.INITIAL) -> int:
-        """Number of user records from ``start`` (``getLogRecordCount``; like the reference it
+        """Number of user records from ``start`` (``getLogRecordCount``; like DistributedLog it
         counts truncated segments too, from their metadata).
 
         Raises:

@@ -1,6 +1,6 @@
 """Namespaces: a set of logs sharing one metadata store and one segment store.
 
-URIs (CONTRACT §2):
+URIs:
 
 * ``distributedlog-local:///abs/path`` or a plain filesystem path: the embedded default.
   Metadata in ``<path>/metadata/metadata.db`` (SQLite, WAL), segment data in

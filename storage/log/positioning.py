@@ -1,11 +1,11 @@
-"""Positioning by transaction id and the first/last-record queries (spec §7.4, §7.5).
+"""Positioning by transaction id and the first/last-record queries, as DistributedLog does them.
 
 ``dlsn_for_txid`` finds the DLSN of the first user record with ``txid >= target``:
 DistributedLog's segment choice (``findLogSegmentNotLessThanTxnId``, which walks back over
 completed segments sharing a boundary txid so duplicates are found from their first copy),
 then a search over the entries of that segment. Transaction ids are non-decreasing in a log,
 so the search is a plain binary search over entries on "does this entry hold a user record
-with txid >= target" — the same answer as the reference's n-way search, in O(log n) reads.
+with txid >= target" — the same answer as DistributedLog's n-way search, in O(log n) reads.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def first_record_not_less_than_txid(
 
 
 def dlsn_for_txid(segstore: SegmentStore, segments: list[LogSegmentMetadata], txid: int) -> DLSN:
-    """The DLSN a reader opened at ``txid`` starts from (spec §7.4).
+    """The DLSN a reader opened at ``txid`` starts from (``getDLSNNotLessThanTxId``).
 
     Raises:
         LogEmptyError: the log has no segments.
@@ -130,7 +130,7 @@ def last_user_record(
 
 def first_user_record(segstore: SegmentStore, segments: list[LogSegmentMetadata]) -> LogRecordWithDLSN:
     """The first user record of the first segment that is not TRUNCATED and has records
-    (``asyncGetFirstLogRecord``; like the reference it ignores ``minActiveDLSN``).
+    (``asyncGetFirstLogRecord``; like DistributedLog it ignores ``minActiveDLSN``).
 
     Raises:
         LogEmptyError: there is none.

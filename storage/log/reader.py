@@ -3,7 +3,7 @@
 
 * ``LogReader.read_next(non_blocking)``: non-blocking returns what is readable now or None;
   blocking also waits up to ``readAheadWaitTime`` for new data at the tail, then returns None
-  (the reference's semantics: "blocking" means "caught up", not "forever").
+  (DistributedLog's semantics: "blocking" means "caught up", not "forever").
 * ``AsyncLogReader.read_next()`` resolves when a record arrives (it may wait forever);
   ``read_bulk(n, timeout_s)`` resolves with 1..n records: with a timeout it waits up to that
   long for n, then returns what it has once it has at least one.

@@ -1,4 +1,4 @@
-"""Truncation and retention (spec §6.8, §6.9).
+"""Truncation and retention (DistributedLog's ``truncate`` and purge).
 
 * ``truncate(dlsn)`` only marks metadata: completed segments wholly before ``dlsn`` become
   TRUNCATED, the one containing it PARTIALLY_TRUNCATED with ``minActiveDLSN = dlsn``; an

@@ -1,8 +1,8 @@
 """A log's segment list, cached for positioning (DistributedLog's ``LogSegmentMetadataCache``).
 
 Opening a reader, positioning by txid, ``read_arrow`` and the log queries all start from the log's
-segment list; reading it whole costs one metadata read per segment (a ZooKeeper ``get`` each), so the
-cost of opening grew with the log (measured: ``bench/bench_positioning.py``). The cache keeps the
+segment list; reading it whole costs one metadata read per segment (a ZooKeeper ``get`` each), so without
+a cache the cost of opening grows with the log (``bench/bench_positioning.py`` measures it). The cache keeps the
 parsed list and checks it with one request per use: the ``ledgers`` node's children together with
 their version (:meth:`~storage.metastore.base.MetadataStore.children_with_version`: ZooKeeper's
 ``cversion``, bumped by every child created or deleted). Segment metadata is only ever changed by

@@ -5,7 +5,7 @@ Records are packed into the current enveloped entry until it holds more than
 then the entry is *transmitted*: appended to the segment's ledger. A record's future resolves
 to its DLSN ``(lssn, entry_id, slot)`` once its entry is durable.
 
-Visibility follows BookKeeper's LAC rule (spec §6.4): an entry becomes readable only when a
+Visibility follows BookKeeper's LAC rule (last add confirmed): an entry becomes readable only when a
 later entry is appended. ``commit`` therefore writes a *control record* (payload
 ``"control"``, flag CONTROL, never packed with user records) after the data it publishes has
 been acknowledged. Control records do not advance the position counter. Any entry transmitted

@@ -2,12 +2,12 @@
 
 Each subscriber's position is one node, ``<log root>/subscribers/<id>``, holding ``dlsn.serialize()``
 (the base64 form), as DistributedLog's ``ZKSubscriptionsStore`` keeps it on ZooKeeper; the embedded
-store keeps the same tree in SQLite. Semantics follow the reference:
+store keeps the same tree in SQLite. Semantics follow DistributedLog's:
 
 * ``advance(id, dlsn)`` only moves a position forward (a lower or equal DLSN changes nothing); it is a
   versioned compare-and-set, so concurrent advances from several processes never move a position back;
 * a missing subscriber reads as ``None``; a node whose data is not a DLSN reads as
-  ``DLSN.NON_INCLUSIVE_LOWER_BOUND`` (the reference's default commit position);
+  ``DLSN.NON_INCLUSIVE_LOWER_BOUND`` (DistributedLog's default commit position);
 * ``delete(id)`` removes the subscriber (and its read lock node, if any).
 
 What the position means is the subscriber's business; this project's Spark source stores the DLSN of the

@@ -6,13 +6,13 @@
   fencing keeps a stale owner out). The metadata writes (recovery, start, complete) first wait for
   ownership to be confirmed (:meth:`WriteHandler.confirm_ownership`): for the reconnection, at most
   until the session times out.
-* **Recovery** (spec §6.1): every in-progress segment left by a dead or fenced writer is
+* **Recovery** (when a writer opens): every in-progress segment left by a dead or fenced writer is
   fenced in the segment store, its real last record is read back, and its metadata is
   completed from it. A ledger that was allocated but never attached to a segment (the writer
   died between the two steps) is deleted.
-* **Start** (§6.2): txid sanity against ``/maxtxid``, the next LSSN, a fresh ledger recorded in
+* **Start** (``doStartLogSegment``): txid sanity against ``/maxtxid``, the next LSSN, a fresh ledger recorded in
   ``/allocation`` first (so a crash cannot leak it), then one versioned multi.
-* **Complete** (§4.4, §6.6): seal the ledger, compute the start sequence id, one multi.
+* **Complete** (a roll or a close): seal the ledger, compute the start sequence id, one multi.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ class _ConfirmableLock(Protocol):
 def last_record_of_ledger(
     segstore: SegmentStore, seg: LogSegmentMetadata, last_entry: int, *, include_control: bool, include_eos: bool = True
 ) -> LogRecordWithDLSN | None:
-    """Scan backwards from ``last_entry`` for the last record of the segment (spec §6.1, §7.5).
+    """Scan backwards from ``last_entry`` for the last record of the segment
+    (DistributedLog's backward scan of recovery and of the last-record queries).
 
     Raises:
         CorruptedEntryError, SegmentStoreError.
@@ -173,7 +174,8 @@ class WriteHandler:
                 raise UnexpectedError(f"unrecoverable corruption in log segment {seg.lssn} of {self.name!r}")
             last_txid, count, last_dlsn = rec.txid, rec.last_position_within_segment, rec.dlsn
             user = last_record_of_ledger(self.segstore, seg, last_entry, include_control=False, include_eos=True)
-            if user is not None:  # improvement over §6.1: point lastDLSN at the last user (or EoS) record
+            # unlike DistributedLog's recovery: lastDLSN is the last user (or EoS) record, as after a close
+            if user is not None:
                 last_dlsn = user.dlsn
         log.info("recovering log segment %s of %r: last txid %s, %s records", seg.lssn, self.name, last_txid, count)
         return self._complete(seg, last_txid, count, last_dlsn)

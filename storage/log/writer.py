@@ -2,7 +2,7 @@
 (``BKSyncLogWriter``).
 
 One writer per log: opening one takes the log's write lock and recovers any in-progress
-segment left behind (spec §6.1). Records are buffered into entries (``writerOutputBufferSize``)
+segment left behind. Records are buffered into entries (``writerOutputBufferSize``)
 and become durable when their entry is appended; they become *visible* to readers once a
 control record follows them (``flush()``, ``enableImmediateFlush``,
 ``periodicFlushFrequencyMilliSeconds``). Segments roll by time (``logSegmentRollingMinutes``
@@ -20,14 +20,14 @@ the writer's ownership: then writes raise ``LockingError`` (not retriable) or
 ledger during its recovery: no append of the old writer succeeds after the fence, and everything it
 acknowledged before is part of the recovered segment.
 
-Deliberate differences from the reference, for safety:
+Deliberate differences from Apache DistributedLog, for safety:
 
-* transaction ids must be non-decreasing across the whole log, also within a segment (the
-  reference only logs a decreasing txid inside a segment);
-* a fenced writer stays fenced: every later write raises ``WriterFencedError`` (the reference
+* transaction ids must be non-decreasing across the whole log, also within a segment (DistributedLog
+  only logs a decreasing txid inside a segment);
+* a fenced writer stays fenced: every later write raises ``WriterFencedError`` (DistributedLog
   may try to start a new segment, which only a lock owner could do);
 * a roll happens before the record that triggers it, so the new segment's first txid is that
-  record's (the reference's sync writer does the same; its async writer reuses the previous
+  record's (DistributedLog's sync writer does the same; its async writer reuses the previous
   segment's last txid).
 """
 
@@ -134,7 +134,7 @@ class AsyncLogWriter:
         self._set_flush_frequency(int(conf.get("periodicFlushFrequencyMilliSeconds")))
 
     def _set_flush_frequency(self, freq_ms: int) -> None:
-        """Flush every ``freq_ms / 2`` ms (as the reference); 0 stops the flusher (``_lock`` held or init)."""
+        """Flush every ``freq_ms / 2`` ms (as DistributedLog); 0 stops the flusher (``_lock`` held or init)."""
         self._flush_interval_s = freq_ms / 2000.0 if freq_ms > 0 else 0.0
         if freq_ms > 0 and (self._flusher is None or not self._flusher.is_alive()):
             self._flusher = threading.Thread(target=self._periodic_flush, name=f"dl-flush-{self._h.name}", daemon=True)
@@ -282,7 +282,7 @@ class AsyncLogWriter:
                 self.stats.flush_latency.observe(time.perf_counter() - t0)
 
     def truncate(self, dlsn: DLSN) -> Future[bool]:
-        """Mark everything before ``dlsn`` truncated (spec §6.8). While the connection to ZooKeeper is
+        """Mark everything before ``dlsn`` truncated (metadata only). While the connection to ZooKeeper is
         down (less than the session timeout), waits for it first. The future fails with
         ``InvalidArgumentError``/``IllegalStateError``/``LockingError`` (the lock is lost)/
         ``MetadataConnectionError`` (retriable: the connection failed under the truncation, which may or

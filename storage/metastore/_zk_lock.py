@@ -1,6 +1,6 @@
 """The ZooKeeper store's ownership lock: its member nodes, the lock object and the acquisition algorithm.
 
-Locks follow DistributedLog's ``ZKSessionLock`` (spec §5.5): an EPHEMERAL_SEQUENTIAL member
+Locks follow DistributedLog's ``ZKSessionLock``: an EPHEMERAL_SEQUENTIAL member
 ``member_<URL-encoded client id>_s<"%10d" session id>_<10-digit seq>`` under the lock path, with the
 client id as data; the lowest sequence number owns the lock; a waiter watches its predecessor. Unlike
 DistributedLog the lock is not re-entrant, not even within one session (the interface requires it).

@@ -1,1 +1,1 @@
-"""Segment stores: where the entries of log segments live (local files now; replicated later)."""
+"""Segment stores: where the entries of log segments live (local files, or Ceph RADOS objects)."""

@@ -2,8 +2,8 @@
 
 Ceph ships its binding only as a distribution package (Debian's ``python3-rados``: one C extension,
 ``/usr/lib/python3/dist-packages/rados.cpython-311-x86_64-linux-gnu.so``); there is no PyPI package. Only the
-distribution's own ``python3`` sees it. A virtualenv made by another interpreter of the same version (pyenv's, the
-one CI uses, a user's own) has the same ABI and can load the file; it only has to find it. Putting the whole of
+distribution's own ``python3`` sees it. A virtualenv made by another interpreter of the same version (pyenv's,
+a user's own) has the same ABI and can load the file; it only has to find it. Putting the whole of
 ``dist-packages`` on ``sys.path`` would shadow the virtualenv's packages with Debian's (numpy, pyarrow...), so
 :func:`load_rados` loads that one file and nothing else:
 

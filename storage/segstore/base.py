@@ -6,7 +6,7 @@ to the *last add confirmed* (LAC): the writer piggy-backs, on every entry it app
 the last entry that was durable and acknowledged before it (BookKeeper's rule), so an entry
 becomes visible only when a later entry is appended or the ledger is closed or fenced.
 
-Contract of every implementation (the local-files one now, a replicated one later):
+Contract of every implementation (local files, Ceph RADOS):
 
 * ``append`` resolves only once the entry is durable (fsync or a write quorum).
 * Every entry carries a checksum verified on every read: a damaged entry raises
@@ -18,8 +18,8 @@ Contract of every implementation (the local-files one now, a replicated one late
 * Readers never see entries beyond the LAC of an open ledger; after close/fence they see
   everything up to the last entry id.
 
-Writers and readers only use this interface, so a replicated implementation (ensemble, write
-and ack quorums, fencing by quorum) can replace the local one without touching them.
+Writers and readers only use this interface, so the local and the replicated (RADOS) stores are
+interchangeable under them.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ for; a test write as the client user; every PG active+clean.
 Traps hit (and what this module does about them):
 
 * Each mon command that changes the osdmap (``osd pool create``, ``osd pool set``...) waits for the next
-  Paxos proposal, ``paxos_propose_interval`` = 1 s: start took 11 s. Now 0.1 s (also marks OSDs up/down
-  sooner); size/min_size come from ``osd_pool_default_size/min_size`` instead of two ``pool set``; the
-  pool is created and the OSDs made (``--mkfs``, in parallel) while none is up yet.
+  Paxos proposal, ``paxos_propose_interval``, 1 s by default (a start then takes about 11 s): it is
+  0.1 s here (which also marks OSDs up/down sooner); size/min_size come from
+  ``osd_pool_default_size/min_size`` instead of two ``pool set``; the pool is created and the OSDs made
+  (``--mkfs``, in parallel) while none is up yet.
 * Admin sockets are unix sockets (at most 107 bytes of path): a too long DIR is refused up front.
 """
 

@@ -3,7 +3,7 @@
 keyrings (``mon.``, ``client.admin``, each ``osd.N``, the restricted client user), and the ports picked on
 loopback (:func:`choose_ports`).
 
-Settings (from an earlier probe, re-checked): one host, so ``osd_crush_chooseleaf_type = 0``; heartbeat
+Settings: one host, so ``osd_crush_chooseleaf_type = 0``; heartbeat
 interval 1 s / grace 4 s, ``mon_osd_min_down_reporters = 1``; in ``[client]`` ``objecter_timeout = 2`` and
 ``objecter_tick_interval = 1`` (a client resends an unanswered op against a new osdmap after about 2 s,
 not 10-15 s, when an OSD rejoins or hangs); small OSD memory (cache 64 MiB, no autotune, 1 op shard);

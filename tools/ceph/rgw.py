@@ -7,7 +7,7 @@ creates its own pools), starts the daemon (its PID in ``pids/rgw.gw``, so :meth:
 waits until it answers HTTP, and creates one S3 user and one bucket. A second call after
 :meth:`ClusterGateway.stop_radosgw` restarts it on the same port (an outage and its end, for tests).
 
-Traps (from the probe report, checked again here):
+Traps (and what this module does about them):
 
 * with ``auth none`` the gateway, a daemon-context client, loops on ``get_initial_auth_request returned -13``:
   ``ms_mon_client_mode = crc secure`` in its section (harmless with cephx);

@@ -7,7 +7,7 @@ Modules: :mod:`~tools.netsim.hosts` (namespaces, bridge, running commands in a h
 :mod:`~tools.netsim.sweep` (cleanup) and :mod:`~tools.netsim.cli`. The front is :mod:`tools.cluster`.
 Stdlib only; Linux; root; Debian packages ``iptables nftables`` (plus ZooKeeper, Ceph, a JDK, pyspark).
 
-Measured on this machine (Debian 12, 2 cores, kernel 6.18 without netem; other test suites often running):
+Measured on a 2-core VM (Debian 12, kernel 6.18 without netem):
 
 * ``up`` (12 hosts, ZooKeeper ×3, mon + 3 OSDs, Spark master + 2 workers): 17.5-29.7 s (hosts 0.5 s; Ceph
   14-24 s, slower than the 4.5 s on loopback because six JVMs start at the same time; ZooKeeper quorum ready
@@ -15,7 +15,7 @@ Measured on this machine (Debian 12, 2 cores, kernel 6.18 without netem; other t
   3.5 s.
 * RSS idle: 1.0 GB (ZooKeeper 64-67 MiB each, mon 39, OSDs 51 each, Spark master 216, workers 210 each);
   1.6 GB while a Spark job from a client host runs (driver + 2 executors). Driver session on client1
-  ready after 41 s (loaded machine), a 4-task job then ran on both worker hosts in 9.8 s.
+  ready after 41 s (with the cluster busy), a 4-task job then ran on both worker hosts in 9.8 s.
 * Faults take effect with the next packet (rules are installed in 0.2-0.4 s by the CLI, ~20 ms per host
   from Python); heal (all rules flushed in every host, delayers stopped) 1-1.5 s.
 * Partition (DROP): connects time out; ``reject``: EHOSTUNREACH in 0.4 ms. Root namespace to a host:

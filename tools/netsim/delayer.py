@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Added network delay without netem: a user-space NFQUEUE delayer, stdlib only (raw netlink).
 
-This machine's kernel has no ``sch_netem`` (``CONFIG_NET_SCH_NETEM`` is not set) and no nftables ``queue``
-statement (``CONFIG_NFT_QUEUE`` is not set), but it has the iptables ``NFQUEUE`` target
+It serves kernels without ``sch_netem`` (``CONFIG_NET_SCH_NETEM`` not set) or the nftables ``queue``
+statement (``CONFIG_NFT_QUEUE`` not set) that have the iptables ``NFQUEUE`` target
 (``CONFIG_NETFILTER_XT_TARGET_NFQUEUE``, usable through iptables-nft's ``nft_compat``) and
 ``nfnetlink_queue``. A rule such as::
 

@@ -19,7 +19,7 @@ machine). :func:`host_socket` makes a socket inside a host's namespace from this
 helper thread; the socket keeps its namespace), for the harness's own probes (ZooKeeper ``srvr``, Spark's
 ``/json``); clients run as processes inside hosts.
 
-Measured here (Debian 12, 2 cores, kernel 6.18 without netem): 12 hosts created in 0.4-0.7 s,
+Measured on a 2-core VM (Debian 12, kernel 6.18 without netem): 12 hosts created in 0.4-0.7 s,
 deleted in about 0.3 s; UDP echo RTT between two hosts 0.04 ms median.
 """
 
