@@ -1,4 +1,4 @@
-"""The ``dlog`` CLI (CONTRACT §5) against embedded and ZooKeeper namespaces: outputs, exit codes, bad input, and
+"""The ``dlog`` CLI against embedded and ZooKeeper namespaces: outputs, exit codes, bad input, and
 ``tail`` following a log until SIGINT/SIGTERM.
 
 Most calls run in-process through the ``dlog`` fixture (``tests/cli/conftest.py``): ``dlog._entry.run``, the same
@@ -278,7 +278,7 @@ def test_truncate_and_seal(dlog: Dlog, ns_uri: str) -> None:
     assert segs[2]["truncation"] == "partially_truncated" and segs[2]["minActiveDLSN"] == "2,0,1"
     assert [t for t, _, _ in parse_records(dlog("--uri", ns_uri, "dump", "t").ok().out)] == [5, 6]
     assert dlog("--uri", ns_uri, "count", "t", "--scan").ok().out == "total is 2 records.\n"
-    # a start inside the truncated part: readers skip to the first readable record (spec §7.1)
+    # a start inside the truncated part: readers skip to the first readable record (as DistributedLog positions readers)
     assert [t for t, _, _ in parse_records(dlog("--uri", ns_uri, "dump", "t", "--from", "1,0,1").ok().out)] == [5, 6]
 
     r = dlog("--uri", ns_uri, "seal", "t").ok()

@@ -198,7 +198,8 @@ def test_round_trip_zookeeper_rados(
     round_trip(java, uri)
 
 
-#: Spec §9.1 (DLSN(99,88,77)), DLSN's constants, and a few more (large, negative, 2^63-1 parts).
+#: DistributedLog's own DLSN test vector (DLSN(99,88,77)), DLSN's constants, and a few more (large, negative,
+#: 2^63-1 parts).
 VECTORS = [
     DLSN(99, 88, 77),
     DLSN.INITIAL,

@@ -1,4 +1,4 @@
-"""The metadata tree of a log is exactly DistributedLog's ZooKeeper layout (spec §5), path by
+"""The metadata tree of a log is exactly DistributedLog's ZooKeeper layout, path by
 path and byte by byte, on every backend."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_get_advance_list_delete(ns: storage.Namespace) -> None:
         assert other.open_log("subs").subscriptions().list() == subs.list()
     assert subs.delete("a") is True and subs.get("a") is None and subs.list() == {"b": DLSN(1, 0, -1)}
     ns.metastore.set(f"{ns.paths_of('subs').root}/{SUBSCRIBERS}/b", b"garbage")
-    assert subs.get("b") == DLSN.NON_INCLUSIVE_LOWER_BOUND  # as the reference reads a bad value
+    assert subs.get("b") == DLSN.NON_INCLUSIVE_LOWER_BOUND  # as DistributedLog reads a bad value
 
 
 def test_bad_input_and_missing_log(ns: storage.Namespace) -> None:

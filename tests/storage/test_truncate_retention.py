@@ -38,7 +38,7 @@ def test_truncate_marks_truncated_and_partially_truncated(ns: storage.Namespace)
     recs = read_all(dlm)
     assert recs[0].dlsn == DLSN(3, 5, 0) and recs[0].txid == 26 and recs[0].sequence_id == 25
     assert [r.txid for r in recs] == list(range(26, 41))
-    # A position inside the truncated prefix moves to the min active DLSN (spec §7.1 step 2).
+    # A position inside the truncated prefix moves to the min active DLSN (as DistributedLog positions readers).
     assert read_all(dlm, DLSN(3, 1, 0))[0].dlsn == DLSN(3, 5, 0)
     assert read_all(dlm, DLSN(2, 4, 0))[0].dlsn == DLSN(3, 5, 0)
     # With truncation status ignored, truncated data is still readable until purged.

@@ -1,4 +1,5 @@
-"""DLSN: spec §1 layouts, §1.4 vectors, §9.1 (TestDLSN), and fuzzing of every DLSN decoder."""
+"""DLSN: DistributedLog's byte layouts, worked vectors, the vectors of its TestDLSN, and fuzzing of every DLSN
+decoder."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from storage.errors import DLError, InvalidArgumentError
 from storage.formats.dlsn import DLSN
 from tests.storage.formats._strategies import FUZZ, PROPERTY, int64s
 
-# --- §1.4 worked vectors ------------------------------------------------------------------------
+# --- worked vectors ------------------------------------------------------------------------
 VECTORS = [
     (
         DLSN(1, 0, 0),
@@ -94,7 +95,7 @@ def test_navigation() -> None:
     assert DLSN(1, 2, 3).position_on_next_segment() == DLSN(2, 0, 0)
 
 
-# --- §9.1 TestDLSN ---------------------------------------------------------------------------------
+# --- DistributedLog's TestDLSN ---------------------------------------------------------------------------------
 def test_round_trip_v0_and_v1() -> None:
     d = DLSN(99, 88, 77)
     v0 = d.to_bytes(0)

@@ -1,4 +1,5 @@
-"""Entries: spec §3.1 envelope, §9.3 (TestEntry / TestEnvelopedEntry), the column decoder, and fuzzing."""
+"""Entries: DistributedLog's envelope, the vectors of its TestEntry / TestEnvelopedEntry, the column decoder, and
+fuzzing."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_codec_helpers_exported() -> None:
     assert codec_from_name("zstd") is CompressionCodec.UNKNOWN
 
 
-# --- §3.1 ----------------------------------------------------------------------------------------------------
+# --- the envelope ----------------------------------------------------------------------------------------------------
 def test_spec_3_1_example() -> None:
     record = LogRecord(1, b"abc", position_within_segment=1)
     b = EntryBuilder()
@@ -75,7 +76,7 @@ def test_lz4_envelope_layout() -> None:
     assert unwrap_entry(data) == encode_record(1, b"A" * 1000)
 
 
-# --- §9.3 TestEntry ---------------------------------------------------------------------------------------------
+# --- DistributedLog's TestEntry ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("codec", CODECS)
 def test_empty_entry(codec: CompressionCodec) -> None:
     b = EntryBuilder(codec)

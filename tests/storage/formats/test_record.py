@@ -1,4 +1,4 @@
-"""LogRecord / LogRecordWithDLSN: spec §2 layout, §2.2 example, special records, parsing and fuzzing."""
+"""LogRecord / LogRecordWithDLSN: DistributedLog's layout and worked example, special records, parsing and fuzzing."""
 
 from __future__ import annotations
 

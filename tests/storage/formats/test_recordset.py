@@ -1,4 +1,5 @@
-"""LogRecordSet: spec §3.3 layout, §9.2 (TestLogRecordSet), §9.4 codecs, and fuzzing of the set reader."""
+"""LogRecordSet: DistributedLog's layout, the vectors of its TestLogRecordSet, the codecs, and fuzzing of the set
+reader."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _set_record(payload: bytes, dlsn: DLSN, txid: int, position: int, start_seq:
     return LogRecordWithDLSN(txid, payload, dlsn, start_seq, flags=RECORD_SET, position_within_segment=position)
 
 
-# --- §9.2 -----------------------------------------------------------------------------------------------------
+# --- TestLogRecordSet -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("codec", CODECS)
 def test_empty_set(codec: CompressionCodec) -> None:
     w = RecordSetWriter(codec)
@@ -124,7 +125,7 @@ def test_expand_rejects_non_set() -> None:
         expand_record_set(LogRecordWithDLSN(1, b"x", DLSN(1, 0, 0)))
 
 
-# --- §9.4 codecs ----------------------------------------------------------------------------------------------
+# --- codecs ----------------------------------------------------------------------------------------------
 def test_codec_from_name() -> None:
     assert codec_from_name("none") is CompressionCodec.NONE
     assert codec_from_name("lz4") is CompressionCodec.LZ4

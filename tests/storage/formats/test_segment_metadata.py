@@ -1,4 +1,5 @@
-"""LogSegmentMetadata: spec §4 (text format, ordering, sequence ids), §9.5 vectors, names, and fuzzing."""
+"""LogSegmentMetadata: DistributedLog's text format, ordering and sequence ids, the vectors of its
+TestLogSegmentMetadata, names, and fuzzing."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def test_validation() -> None:
         dataclasses.replace(LogSegmentMetadata(lssn=1, ledger_id=1, first_txid=0), lssn=2)  # DLSNs stay in lssn 1
 
 
-# --- §4.2 / §4.3 ----------------------------------------------------------------------------------------------
+# --- versions and fields ----------------------------------------------------------------------------------------------
 def test_spec_inprogress_v5_example() -> None:
     s = LogSegmentMetadata(lssn=1, ledger_id=1, first_txid=0, start_sequence_id=999)
     assert s.serialize() == b"5;1;0;1;0;0;999"
@@ -222,7 +223,7 @@ def test_negative_record_count_round_trips() -> None:
     assert LogSegmentMetadata.parse("/n", s.serialize()).record_count == -2
 
 
-# --- §9.5 TestLogSegmentMetadata --------------------------------------------------------------------------------
+# --- DistributedLog's TestLogSegmentMetadata --------------------------------------------------------------------------
 def test_read_metadata_region() -> None:
     s = LogSegmentMetadata(lssn=0, ledger_id=1000, first_txid=1, region_id=14, path="/metadata1")
     read = LogSegmentMetadata.parse("/metadata1", s.serialize())
@@ -365,7 +366,7 @@ def test_parse_bad_names(name: str) -> None:
         parse_segment_name(name)
 
 
-# --- §4.5 ordering -----------------------------------------------------------------------------------------------
+# --- ordering --------------------------------------------------------------------------------------------------
 def test_ordering() -> None:
     a_in = seg(2, completed=False)
     a_done = seg(2)
@@ -392,7 +393,7 @@ def test_ordering_v1_by_first_txid() -> None:
     assert sort_segments([v1a, v1b]) == [v1b, v1a]
 
 
-# --- §4.6 sequence ids ---------------------------------------------------------------------------------------------
+# --- sequence ids ---------------------------------------------------------------------------------------------
 def test_compute_start_sequence_id() -> None:
     segs = [seg(1, count=5, start=0), seg(2, count=7, start=5)]
     assert compute_start_sequence_id(segs, seg(3, completed=False)) == 12
