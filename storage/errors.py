@@ -125,6 +125,7 @@ class TransmitError(WriteError):
     (it may be durable); the next owner's recovery decides whether the log has it."""
 
     code = 507
+    outcome_unknown = True
 
 
 class StreamNotReadyError(DLError):

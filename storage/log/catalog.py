@@ -34,9 +34,10 @@ class LogCatalog:
     """A namespace's log names and the segment lists of the logs asked about, read in bulk and re-read
     only where a watch fired. Thread-safe: one refresh at a time."""
 
-    def __init__(self, store: MetadataStore, root: str) -> None:
+    def __init__(self, store: MetadataStore, root: str, *, skip_min_version_check: bool = False) -> None:
         self._store = store
         self._root = root
+        self._skip_min_version_check = skip_min_version_check
         self._lock = threading.Lock()
         self._flag_lock = threading.Lock()
         # the namespace tree: node path -> its children (directories and the root) or None (a log)
@@ -160,7 +161,9 @@ class LogCatalog:
         wanted = [p.segment(k) for _, p, _, kids in changed for k in kids]
         values = iter(self._store.get_many(wanted))
         for n, p, version, kids in changed:
-            ordered, complete = segment_list(p, kids, (next(values) for _ in kids))
+            ordered, complete = segment_list(
+                p, kids, (next(values) for _ in kids), skip_min_version_check=self._skip_min_version_check
+            )
             self._segs[n] = (version if complete else -2, kids if complete else [], ordered)
             if not complete:
                 with self._flag_lock:

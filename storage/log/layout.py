@@ -112,9 +112,11 @@ def _parse_long(path: str, v: Versioned[bytes], what: str) -> Versioned[int]:
 class LogMetadata:
     """Versioned reads and transactional updates of one log's metadata."""
 
-    def __init__(self, store: MetadataStore, paths: LogPaths) -> None:
+    def __init__(self, store: MetadataStore, paths: LogPaths, *, skip_min_version_check: bool = False) -> None:
         self.store = store
         self.paths = paths
+        #: Read segment metadata older than the oldest supported version (``ledgerMetadataSkipMinVersionCheck``).
+        self.skip_min_version_check = skip_min_version_check
 
     # --- existence ------------------------------------------------------------------
     def exists(self) -> bool:
@@ -168,7 +170,7 @@ class LogMetadata:
         except NoNodeError:
             raise LogNotFoundError(f"log {self.paths.name!r} does not exist (missing {path})") from None
 
-    def segments(self, *, skip_min_version_check: bool = False) -> list[LogSegmentMetadata]:
+    def segments(self, *, skip_min_version_check: bool | None = None) -> list[LogSegmentMetadata]:
         """Every segment, ascending by (lssn, in-progress first), as stored (no sequence-id fill-in).
 
         Raises:
@@ -179,11 +181,12 @@ class LogMetadata:
         except NoNodeError:
             raise LogNotFoundError(f"log {self.paths.name!r} does not exist") from None
         out = []
+        skip = self.skip_min_version_check if skip_min_version_check is None else skip_min_version_check
         paths = [self.paths.segment(n) for n in names]
         for path, got in zip(paths, self.store.get_many(paths), strict=True):
             if got is None:
                 continue  # removed between listing and reading (purge/complete)
-            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=skip_min_version_check))
+            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=skip))
         out.sort(key=LogSegmentMetadata.sort_key)
         return out
 

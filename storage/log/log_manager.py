@@ -45,7 +45,9 @@ class LogManager:
         self.conf = conf
         #: The log's dynamic configuration (files re-read on change), if the namespace has any.
         self.dynamic = dynamic
-        self._meta = LogMetadata(ns.metastore, ns.paths_of(name))
+        self._meta = LogMetadata(
+            ns.metastore, ns.paths_of(name), skip_min_version_check=bool(conf.get("ledgerMetadataSkipMinVersionCheck"))
+        )
         self._segstore = ns.segstore
         self._segments = SegmentListCache(self._meta)
         self._closed = False
@@ -64,7 +66,9 @@ class LogManager:
         Raises:
             OwnershipAcquireFailedError: another writer owns the log (after ``lockTimeoutSeconds``).
             LogNotFoundError: the log does not exist and ``createStreamIfNotExists`` is false.
-            AlreadyClosedError, MetadataError, SegmentStoreError.
+            AlreadyClosedError:
+            MetadataError:
+            SegmentStoreError:
         """
         self._check_open()
         if not self._meta.exists():
@@ -117,7 +121,9 @@ class LogManager:
         txid >= it.
 
         Raises:
-            LogNotFoundError, InvalidArgumentError (bad start), AlreadyTruncatedTransactionError.
+            LogNotFoundError:
+            InvalidArgumentError: bad start.
+            AlreadyTruncatedTransactionError:
         """
         reader = LogReader(self._cursor(start), float(self.conf.get("readAheadWaitTime")) / 1000.0)
         self._remember(reader)
@@ -225,7 +231,8 @@ class LogManager:
         """Every segment, ascending by LSSN, with start sequence ids filled in as readers see them.
 
         Raises:
-            LogNotFoundError, MetadataError.
+            LogNotFoundError:
+            MetadataError:
         """
         self._check_open()
         return self._segments.get()
@@ -234,7 +241,8 @@ class LogManager:
         """DLSN of the first user record (ignores ``minActiveDLSN``, as DistributedLog does).
 
         Raises:
-            LogEmptyError, LogNotFoundError.
+            LogEmptyError:
+            LogNotFoundError:
         """
         return positioning.first_user_record(self._segstore, self.log_segments()).dlsn
 
@@ -242,7 +250,8 @@ class LogManager:
         """The last user record readers can see (end of stream excluded).
 
         Raises:
-            LogEmptyError, LogNotFoundError.
+            LogEmptyError:
+            LogNotFoundError:
         """
         rec = positioning.last_user_record(self._segstore, self.log_segments())
         if rec is None:
@@ -267,7 +276,8 @@ class LogManager:
         counts truncated segments too, from their metadata).
 
         Raises:
-            InvalidArgumentError, LogNotFoundError.
+            InvalidArgumentError:
+            LogNotFoundError:
         """
         if not isinstance(start, DLSN):
             raise InvalidArgumentError(f"record_count start must be a DLSN, got {start!r}")
@@ -297,7 +307,9 @@ class LogManager:
         """Every subscriber's position with the records and bytes at or after it, by id.
 
         Raises:
-            LogNotFoundError, MetadataError, SegmentStoreError.
+            LogNotFoundError:
+            MetadataError:
+            SegmentStoreError:
         """
         out = []
         for sid, pos in self.subscriptions().list().items():
@@ -349,7 +361,8 @@ class LogManager:
         """The id of the last entry of ``seg`` readers can see (-1: none).
 
         Raises:
-            SegmentStoreError, AlreadyClosedError.
+            SegmentStoreError:
+            AlreadyClosedError:
         """
         self._check_open()
         return positioning.visible_last_entry(self._segstore, seg)
@@ -363,7 +376,9 @@ class LogManager:
         nothing.
 
         Raises:
-            CorruptedEntryError, SegmentStoreError, AlreadyClosedError.
+            CorruptedEntryError:
+            SegmentStoreError:
+            AlreadyClosedError:
         """
         self._check_open()
         if seg.truncation_status == "truncated":
@@ -386,7 +401,8 @@ class LogManager:
         ``retentionIgnoresSubscribers``); returns how many were purged.
 
         Raises:
-            InvalidArgumentError, LogNotFoundError.
+            InvalidArgumentError:
+            LogNotFoundError:
         """
         return len(self.purge_segments(timestamp_ms))
 
@@ -395,7 +411,8 @@ class LogManager:
         that would be, deleting nothing).
 
         Raises:
-            InvalidArgumentError, LogNotFoundError.
+            InvalidArgumentError:
+            LogNotFoundError:
         """
         self._check_open()
         self._meta.ensure_exists()

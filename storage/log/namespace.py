@@ -258,7 +258,9 @@ class Namespace:
         """Create a log.
 
         Raises:
-            InvalidStreamNameError, LogExistsError (unless ``exist_ok``), AlreadyClosedError.
+            InvalidStreamNameError:
+            LogExistsError: unless ``exist_ok``.
+            AlreadyClosedError:
         """
         self.check_open()
         norm = validate_log_name(name)
@@ -275,8 +277,11 @@ class Namespace:
         segments point at deleted data; at worst ledgers without a log remain (logged).
 
         Raises:
-            InvalidStreamNameError, LogNotFoundError, AlreadyClosedError. MetadataPermissionError: the
-            namespace's ACL refuses this client (nothing is deleted). MetadataError.
+            InvalidStreamNameError:
+            LogNotFoundError:
+            AlreadyClosedError:
+            MetadataPermissionError: the namespace's ACL refuses this client (nothing is deleted).
+            MetadataError:
         """
         self.check_open()
         meta = LogMetadata(self.metastore, self.paths_of(validate_log_name(name)))
@@ -306,7 +311,8 @@ class Namespace:
         (read in bulk, and on ZooKeeper only where the namespace changed since the last call: :meth:`catalog`).
 
         Raises:
-            MetadataError, AlreadyClosedError.
+            MetadataError:
+            AlreadyClosedError:
         """
         self.check_open()
         return self.catalog().list_logs()
@@ -326,12 +332,16 @@ class Namespace:
         logs at once, read again only where they changed (what a reader polling thousands of logs uses).
 
         Raises:
-            AlreadyClosedError.
+            AlreadyClosedError:
         """
         self.check_open()
         with self._lock:
             if self._catalog is None:
-                self._catalog = LogCatalog(self.metastore, self.root)
+                self._catalog = LogCatalog(
+                    self.metastore,
+                    self.root,
+                    skip_min_version_check=bool(self.conf.get("ledgerMetadataSkipMinVersionCheck")),
+                )
             return self._catalog
 
     def open_log(self, name: str, conf: Config | dict[str, object] | None = None) -> LogManager:
@@ -344,7 +354,9 @@ class Namespace:
         apply to its running writers, bad values are rejected (logged, the old value kept).
 
         Raises:
-            InvalidStreamNameError, InvalidConfigError, AlreadyClosedError.
+            InvalidStreamNameError:
+            InvalidConfigError:
+            AlreadyClosedError:
         """
         self.check_open()
         norm = validate_log_name(name)

@@ -49,13 +49,22 @@ class SegmentListCache:
                 raise LogNotFoundError(f"log {paths.name!r} does not exist") from None
             if version == self._version and names == self._names:
                 return list(self._segments)
-            self._segments, complete = segment_list(paths, names, store.get_many([paths.segment(n) for n in names]))
+            self._segments, complete = segment_list(
+                paths,
+                names,
+                store.get_many([paths.segment(n) for n in names]),
+                skip_min_version_check=self._meta.skip_min_version_check,
+            )
             self._version, self._names = (version, names) if complete else (None, [])
             return list(self._segments)
 
 
 def segment_list(
-    paths: LogPaths, names: Sequence[str], values: Iterable[Versioned[bytes] | None]
+    paths: LogPaths,
+    names: Sequence[str],
+    values: Iterable[Versioned[bytes] | None],
+    *,
+    skip_min_version_check: bool = False,
 ) -> tuple[list[LogSegmentMetadata], bool]:
     """The read-side segment list (start sequence ids assigned) from the segment nodes ``names`` of a log and their
     values as read, and whether every one was still there (one removed between listing and reading moved the
@@ -65,7 +74,9 @@ def segment_list(
         UnexpectedError: bad segment metadata.
     """
     segments = [
-        LogSegmentMetadata.parse(paths.segment(n), v.value) for n, v in zip(names, values, strict=True) if v is not None
+        LogSegmentMetadata.parse(paths.segment(n), v.value, skip_min_version_check=skip_min_version_check)
+        for n, v in zip(names, values, strict=True)
+        if v is not None
     ]
     ordered = assign_start_sequence_ids(sorted(segments, key=LogSegmentMetadata.sort_key))
     return ordered, len(segments) == len(names)

@@ -15,8 +15,8 @@ are acknowledged; a roll, a truncation and ``close`` (which complete or start a 
 ZooKeeper) wait for the reconnection, at most until the session times out, rather than fail (a
 failed roll would leave the writer in error: its ledger closed, its segment not completed). Only
 the session's end (expired, a new session, disconnected past the session timeout) or a fence ends
-the writer's ownership: then writes raise ``LockingError`` (not retriable) or
-``WriterFencedError``. That is safe because a writer that takes the log over fences the in-progress
+the writer's ownership: then writes raise ``LockingError`` (retriable: a reopened writer may take
+the log again) or ``WriterFencedError``. That is safe because a writer that takes the log over fences the in-progress
 ledger during its recovery: no append of the old writer succeeds after the fence, and everything it
 acknowledged before is part of the recovered segment.
 
@@ -218,8 +218,9 @@ class AsyncLogWriter:
         :meth:`storage.log.log_manager.LogManager.control_records`. Checks and limits as :meth:`write_bulk`.
 
         Raises:
-            InvalidArgumentError: no records, or ``marker`` not bytes. LogRecordTooLongError: the group does not
-            fit in one entry. The errors of :meth:`write`.
+            InvalidArgumentError: no records, or ``marker`` not bytes.
+            LogRecordTooLongError: the group does not fit in one entry.
+            DLError: the errors of :meth:`write`.
         """
         recs = list(records)
         if not recs or not isinstance(marker, bytes):
@@ -300,7 +301,9 @@ class AsyncLogWriter:
         ``EndOfStreamError``. Calling it twice is fine.
 
         Raises:
-            AlreadyClosedError, WriterFencedError, LockingError.
+            AlreadyClosedError:
+            WriterFencedError:
+            LockingError:
         """
         with self._lock:
             self._check_open()
@@ -584,7 +587,11 @@ class LogWriter:
         when it happened), False only when none is.
 
         Raises:
-            WriterFencedError, TransmitError, WriteError, AlreadyClosedError, LockingError.
+            WriterFencedError:
+            TransmitError:
+            WriteError:
+            AlreadyClosedError:
+            LockingError:
         """
         futures, self._futures = self._futures, []
         acked, self._acked_unflushed = self._acked_unflushed, False

@@ -121,6 +121,8 @@ def test_every_error_is_a_dlerror_with_code_and_retriable() -> None:
     assert storage.LogRecordTooLongError.code == 413
     assert storage.EndOfStreamError.code == 512
     assert storage.TransactionIdOutOfOrderError.code == 513
+    # an append that failed or was cut short in flight may be durable: never a definitive error
+    assert storage.TransmitError("x").outcome_unknown and storage.TransmitError.code == 507
 
 
 def test_closed_log_managers_are_not_kept_by_the_namespace(ns: storage.Namespace) -> None:

@@ -3,6 +3,8 @@ path and byte by byte, on every backend."""
 
 from __future__ import annotations
 
+import pytest
+
 import storage
 from storage import DLSN, LogRecord
 
@@ -55,3 +57,25 @@ def test_znode_tree_of_a_log(ns: storage.Namespace) -> None:
     assert ns.metastore.get(f"{root}/ledgers").value == b"2"
     assert ns.metastore.children(f"{root}/ledgers") == ["logrecs_000000000000000001", "logrecs_000000000000000002"]
     assert ns.list_logs() == ["app/events"]
+
+
+def test_segment_metadata_older_than_version_2_read_only_with_skip_min_version_check(
+    ns: storage.Namespace, ns_uri: str
+) -> None:
+    """A segment written in metadata version 1 (by a very old DistributedLog) is refused, as DistributedLog refuses
+    it, unless ``ledgerMetadataSkipMinVersionCheck``: then its metadata is read, by the log and by the catalog that
+    plans Spark reads (version 1 holds no entry ids: what a reader can make of such a segment is not claimed)."""
+    dlm = ns.open_log("old")
+    with dlm.open_writer() as w:
+        for t in (1, 2, 3):
+            w.write(LogRecord(t, b"v%d" % t))
+    (seg,) = dlm.log_segments()
+    ns.metastore.set(seg.path, seg.serialize(version=1))
+    with pytest.raises(storage.UnsupportedMetadataVersionError):
+        ns.open_log("old").log_segments()
+    with pytest.raises(storage.UnsupportedMetadataVersionError):
+        ns.catalog().segments(["old"])
+    with storage.open_namespace(ns_uri, {"ledgerMetadataSkipMinVersionCheck": True}, create=False) as old_ok:
+        (old,) = old_ok.open_log("old").log_segments()
+        assert (old.version, old.ledger_id, old.first_txid, old.last_txid) == (1, seg.ledger_id, 1, 3)
+        assert [s.version for s in old_ok.catalog().segments(["old"])["old"]] == [1]
