@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= demo-data
 
-.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk nats fuse
+.PHONY: proto demo tour test lint bench clean venv zookeeper ceph jvm cluster-deps cluster chaos jdk nats fuse docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -121,6 +121,14 @@ lint: venv
 	$(BIN)/ruff format --check storage dl_spark jvm_shim dlog dl_proxy pyspark_distributedlog.py distributedlog_site.py setup.py tests examples bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict tools/
+
+## The documentation site (mkdocs.yml, docs/) into build/site, once the generated reference pages
+## (docs/reference/cli.md and configuration.md) are checked against the code: `$(BIN)/python -m tools.docgen`
+## regenerates them. Open build/site/index.html, or serve the directory for search
+## ($(BIN)/python -m http.server -d build/site); the pages load nothing from the network.
+docs: venv
+	$(BIN)/python -m tools.docgen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 
 bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_storage.py

@@ -63,6 +63,15 @@ class BuildPyWithPth(build_py):
         return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, PTH)]
 
 
+# The documentation site (mkdocs.yml, docs/; `make docs`): MkDocs, the Material theme, and mkdocstrings for the API
+# pages. The test extra includes them: tests/test_docs.py builds the site.
+DOCS_REQUIRES = [
+    "mkdocs>=1.6,<2",
+    "mkdocs-material>=9.5,<10",
+    "mkdocstrings[python]>=1.0,<2",
+    "mkdocstrings-python>=2.0,<3",  # the handler options of mkdocs.yml
+]
+
 setup(
     name="distributedlog-py",
     version="0.1.0",
@@ -127,6 +136,8 @@ setup(
             "grpcio-tools>=1.85.1",
             "mypy-protobuf>=3.6",
             "nats-py>=2.6",  # bench/bench_proxy.py's fan-in peer, NATS JetStream
+            *DOCS_REQUIRES,
         ],
+        "docs": DOCS_REQUIRES,
     },
 )

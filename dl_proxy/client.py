@@ -340,9 +340,10 @@ class ProxyClient(AnswerHandling):
         Outcomes are in the futures.
 
         Raises:
-            AlreadyClosedError: after :meth:`close`. OperationTimeoutError: ``timeout`` passed first (the records
-            go on being sent). IllegalStateError: called from a write's callback (the client's own thread, which
-            must keep running for the records to be answered).
+            AlreadyClosedError: after :meth:`close`.
+            OperationTimeoutError: ``timeout`` passed first (the records go on being sent).
+            IllegalStateError: called from a write's callback (the client's own thread, which must keep running
+                for the records to be answered).
         """
         if threading.current_thread() is self._thread:
             raise IllegalStateError(

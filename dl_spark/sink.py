@@ -636,9 +636,10 @@ class DistributedLogStreamWriter(_Writer, DataSourceStreamArrowWriter):
         """Publish the batch on every target log with its commit record (skipped if already in).
 
         Raises:
-            QueryFencedError: an older run of the same query id. TransactionIdOutOfOrderError:
-            ``txid`` values below the log's last one. EndOfStreamError: a target log is sealed
-            (nothing is published; what the batch staged is discarded). Storage errors.
+            QueryFencedError: an older run of the same query id.
+            TransactionIdOutOfOrderError: ``txid`` values below the log's last one.
+            EndOfStreamError: a target log is sealed (nothing is published; what the batch staged is discarded).
+            DLError: storage errors.
         """
         msgs = _messages(messages)
         query_id = next((m.query_id for m in msgs if m.query_id), None) or read_query_id(self.opts.checkpoint)
@@ -695,9 +696,9 @@ class DistributedLogBatchWriter(_Writer, DataSourceArrowWriter):
         """Publish every staged ledger on its log with ``{"queryId": null, "batchId": null, "jobId"}``.
 
         Raises:
-            TransactionIdOutOfOrderError: txids below the log's last one. EndOfStreamError: a
-            target log is sealed (nothing is published; what the job staged is discarded).
-            Storage errors.
+            TransactionIdOutOfOrderError: txids below the log's last one.
+            EndOfStreamError: a target log is sealed (nothing is published; what the job staged is discarded).
+            DLError: storage errors.
         """
         targets = self._targets(_messages(messages))
         opts = self.opts

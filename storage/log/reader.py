@@ -35,8 +35,11 @@ class LogReader:
         """The next record, or None if none is readable (after a short wait when blocking).
 
         Raises:
-            EndOfStreamError, AlreadyTruncatedTransactionError, LogNotFoundError,
-            CorruptedEntryError, ReadCancelledError (closed).
+            EndOfStreamError:
+            AlreadyTruncatedTransactionError:
+            LogNotFoundError:
+            CorruptedEntryError:
+            ReadCancelledError: closed.
         """
         recs = self.read_bulk(1, non_blocking=non_blocking)
         return recs[0] if recs else None

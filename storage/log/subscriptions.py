@@ -125,7 +125,8 @@ class SubscriptionsStore:
         """Every subscriber's position, by id (sorted).
 
         Raises:
-            LogNotFoundError. MetadataError.
+            LogNotFoundError:
+            MetadataError:
         """
         try:
             ids = sorted(self._store.children(self._root))
