@@ -69,7 +69,10 @@ def proxy(
     threads: int,
     settings: tuple[str, ...],
 ) -> None:
-    """Run a write proxy (DistributedLog's write proxy) for the ZooKeeper namespace of --uri.
+    """Run a write proxy (DistributedLog's write proxy) for the namespace of --uri.
+
+    A ZooKeeper namespace may have several proxies, which share its streams and fail over to one another; an
+    embedded namespace (distributedlog-local://) is served by one proxy on its machine.
 
     Once serving, prints one line: PROXY listening on HOST:PORT. Producers write through it with
     dl_proxy.ProxyClient or `dlog write --proxy`. Runs until SIGTERM/SIGINT, then stops accepting, releases
