@@ -11,7 +11,6 @@ from importlib import metadata as _metadata
 from storage import errors
 from storage.config import Config
 from storage.errors import *  # noqa: F403  (every error class is re-exported from storage)
-from storage.errors import __all__ as _error_names
 from storage.formats.dlsn import DLSN
 from storage.formats.record import LogRecord, LogRecordWithDLSN
 from storage.formats.segment_metadata import LogSegmentMetadata, SegmentSlice, TruncationStatus
@@ -46,8 +45,8 @@ __all__ = [
     "SubscriberLag",
     "SubscriptionsStore",
     "TruncationStatus",
-    "errors",
     "bind_namespace",
+    "errors",
     "open_namespace",
-    *_error_names,
 ]
+__all__ += errors.__all__

@@ -113,6 +113,9 @@ def test_closed_handles(ns_uri: str) -> None:
 
 
 def test_every_error_is_a_dlerror_with_code_and_retriable() -> None:
+    defined = {n for n, c in vars(storage.errors).items() if isinstance(c, type) and issubclass(c, storage.DLError)}
+    assert set(storage.errors.__all__) == defined  # the listed __all__ (what type checkers see) misses none
+    assert set(storage.errors.__all__) <= set(storage.__all__)
     for name in storage.errors.__all__:
         cls = getattr(storage, name)
         assert issubclass(cls, storage.DLError)
