@@ -170,7 +170,7 @@ class LogMetadata:
         except NoNodeError:
             raise LogNotFoundError(f"log {self.paths.name!r} does not exist (missing {path})") from None
 
-    def segments(self, *, skip_min_version_check: bool | None = None) -> list[LogSegmentMetadata]:
+    def segments(self) -> list[LogSegmentMetadata]:
         """Every segment, ascending by (lssn, in-progress first), as stored (no sequence-id fill-in).
 
         Raises:
@@ -181,12 +181,11 @@ class LogMetadata:
         except NoNodeError:
             raise LogNotFoundError(f"log {self.paths.name!r} does not exist") from None
         out = []
-        skip = self.skip_min_version_check if skip_min_version_check is None else skip_min_version_check
         paths = [self.paths.segment(n) for n in names]
         for path, got in zip(paths, self.store.get_many(paths), strict=True):
             if got is None:
                 continue  # removed between listing and reading (purge/complete)
-            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=skip))
+            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=self.skip_min_version_check))
         out.sort(key=LogSegmentMetadata.sort_key)
         return out
 
