@@ -3,8 +3,10 @@ lane's failures repeated together at the end, where a CI log's tail shows them."
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,17 +46,21 @@ def _two_lanes(tmp_path: Path, body: str, *lane_args: str) -> subprocess.Complet
 
 
 def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
-    """Each lane's heavy test records when it ran; the lock shared by the lanes keeps the two apart, and the one
-    that waits says for whom."""
+    """Each lane's heavy test records when it ran, and holds on until the other lane's heavy test is blocked on the
+    heavy-test lock (seen in the kernel's lock table) or has run: the lock shared by the lanes keeps the two apart,
+    and the one that waits says for whom."""
     spans = tmp_path / "spans"
     spans.mkdir()
     body = (
-        "import time, pytest\n"
+        "import os, time, pytest\n"
+        "from tests.storage.observe import flock_waiters, wait_until\n"
         "@pytest.mark.heavy\n"
         "def test_heavy_N():\n"
         "    start = time.monotonic()\n"
-        "    time.sleep(1.5)\n"
-        "    open(SPANS + '/N', 'w').write(f'{start} {time.monotonic()}')\n"
+        "    other = os.path.join(SPANS, {'a': 'b', 'b': 'a'}['N'])\n"
+        "    lock = os.environ['DL_TEST_HEAVY_LOCK']\n"
+        "    wait_until(lambda: os.path.exists(other) or flock_waiters(lock) >= 1, 'the other lane at the lock')\n"
+        "    open(os.path.join(SPANS, 'N'), 'w').write(f'{start} {time.monotonic()}')\n"
     ).replace("SPANS", repr(str(spans)))
     out = _two_lanes(tmp_path, body)
     (a0, a1), (b0, b1) = (map(float, (spans / n).read_text().split()) for n in ("a", "b"))
@@ -64,14 +70,32 @@ def test_heavy_tests_of_two_lanes_never_overlap(tmp_path: Path) -> None:
 
 
 def test_a_failure_says_when_it_ran_in_its_lane(tmp_path: Path) -> None:
+    """A failed test's ``WHEN`` line: when it started, in minutes into its lane, and how long it ran, in whole
+    seconds: at least what the test measured of itself from inside, at most what the whole lane run took."""
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "test_a.py").write_text("def test_bad():\n    assert 1 == 2\n")
+    inside = tmp_path / "inside"
+    body = (
+        "import time\n"
+        "def test_bad():\n"
+        "    start = time.monotonic()\n"
+        "    time.sleep(2.2)  # a test that runs a while\n"
+        "    open(INSIDE, 'w').write(f'{start} {time.monotonic()}')\n"
+        "    assert 1 == 2\n"
+    ).replace("INSIDE", repr(str(inside)))
+    (tmp_path / "a" / "test_a.py").write_text(body)
     cmd = [sys.executable, "-m", "tools.lanes", "--lane", f"one={tmp_path / 'a'}", "--log-dir", str(tmp_path / "l")]
     cmd += ["--", "-q", "-p", "no:cacheprovider"]
+    outside_from = time.monotonic()
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    outside_to = time.monotonic()
     assert out.returncode == 1, out.stdout + out.stderr
     tail = out.stdout[out.stdout.index("failures of every lane:") :]
-    assert "[one] WHEN " in tail and "test_a.py::test_bad failed: started 0.0 min into the lane, ran 0s" in tail
+    when = re.search(r"\[one\] WHEN test_a\.py::test_bad failed: started (\d+\.\d) min into the lane, ran (\d+)s", tail)
+    assert when is not None, tail
+    began, ran = float(when[1]), int(when[2])
+    test_from, test_to = map(float, inside.read_text().split())
+    assert int(f"{test_to - test_from:.0f}") <= ran <= outside_to - outside_from + 1  # rounded as the line rounds
+    assert 0 <= began <= float(f"{(test_from - outside_from) / 60:.1f}")  # the lane began after the run did
 
 
 def test_a_lane_runs_its_heavy_tests_first_or_last(tmp_path: Path) -> None:

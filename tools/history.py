@@ -94,6 +94,7 @@ __all__ = [
     "availability",
     "check",
     "load_final_reads",
+    "resumed_after_heals",
 ]
 
 #: Counts that are no anomaly: operations invoked (any kind), of them acknowledged (ok), unknown (info or never
@@ -503,6 +504,31 @@ def availability(history: History, kind: str = "write", *, log: str | None = Non
         touching = [g for g in gaps if g.start <= w_end and g.end >= w.start]
         windows.append((w, max(touching, key=lambda g: g.length, default=None)))
     return Availability(kind, max(gaps, key=lambda g: g.length, default=None), windows)
+
+
+def resumed_after_heals(history: History, logs: Sequence[str], bound: float, kind: str = "write") -> list[str]:
+    """Liveness after every heal: for each healed fault window, an ``ok`` op of ``kind`` on each of ``logs``
+    invoked at or after the heal and completed within ``bound`` seconds of it (``bound``: what the product states
+    it takes to recover, e.g. a session timeout plus recovery). A fault that starts before that deadline extends
+    it: the heals of overlapping faults are judged together, against the last heal's deadline. Returns one line
+    per miss; empty when every heal was followed by progress in time."""
+    healed = sorted((f for f in history.faults if f.end is not None), key=lambda f: f.start)
+    ends = [f.end or 0.0 for f in healed]
+    misses: list[str] = []
+    for i, f in enumerate(healed):
+        j = i
+        while j + 1 < len(healed) and healed[j + 1].start < ends[j] + bound:
+            j += 1
+        deadline = ends[j] + bound
+        for log in logs:
+            if not any(
+                op.kind == kind and op.log == log and op.outcome == "ok" and op.done is not None
+                and op.invoked >= ends[i] and op.done <= deadline
+                for op in history.ops
+            ):  # fmt: skip
+                misses.append(f"{log}: no {kind} invoked after the heal of {f.kind} ({f.detail}) "
+                              f"completed within {deadline - ends[i]:.1f}s")  # fmt: skip
+    return misses
 
 
 # ---------------------------------------------------------------------------------------------- command

@@ -13,10 +13,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.cluster.scenario import ROOT, Client, Scenario
+from tests.storage.observe import wait_until
 from tools.cluster import Cluster
 from tools.netsim.hosts import netns_pids
 
@@ -76,28 +76,33 @@ def batches(driver: Client) -> list[tuple[int, int, float]]:
 
 def wait_batches(driver: Client, n: int, after: float, timeout: float) -> float:
     """Wait until ``n`` batches with rows completed after monotonic time ``after``; return the first's time."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done = [t for _, rows, t in batches(driver) if t > after and rows > 0]
-        if len(done) >= n:
-            return done[0]
+    done: list[float] = []
+
+    def enough() -> bool:
+        done[:] = [t for _, rows, t in batches(driver) if t > after and rows > 0]
         assert driver.proc.poll() is None, f"the driver exited: {driver.lines[-15:]}"
-        assert time.monotonic() < deadline, f"fewer than {n} batches in {timeout}s: {driver.lines[-15:]}"
-        time.sleep(0.2)
+        return len(done) >= n
+
+    wait_until(enough, f"{n} batches with rows (driver: {driver.lines[-15:]})", timeout, poll_s=0.2)
+    return done[0]
 
 
 def wait_executors(driver: Client, hosts: set[str], after: float, timeout: float) -> float:
     """Wait for an ``EXECUTORS`` line printed after ``after`` naming exactly ``hosts``; return its time."""
-    deadline = time.monotonic() + timeout
-    while True:
+    seen: list[float] = []
+
+    def found() -> bool:
         for ln in list(driver.lines):
             if ln.startswith("EXECUTORS "):
                 _, _, names, t = ln.split()
                 if float(t) > after and set(names.split(",")) == hosts:
-                    return float(t)
+                    seen.append(float(t))
+                    return True
         assert driver.proc.poll() is None, f"the driver exited: {driver.lines[-15:]}"
-        assert time.monotonic() < deadline, f"no executors on {sorted(hosts)} after {timeout}s: {driver.lines[-15:]}"
-        time.sleep(0.2)
+        return False
+
+    wait_until(found, f"executors on exactly {sorted(hosts)} (driver: {driver.lines[-15:]})", timeout, poll_s=0.2)
+    return seen[0]
 
 
 def kill_host(c: Cluster, host: str) -> int:
@@ -113,10 +118,7 @@ def kill_host(c: Cluster, host: str) -> int:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while netns_pids(ns):
-        assert time.monotonic() < deadline, f"processes left on {host}: {netns_pids(ns)}"
-        time.sleep(0.05)
+    wait_until(lambda: not netns_pids(ns), f"every process on {host} gone", 30, poll_s=0.05)
     return len(pids)
 
 

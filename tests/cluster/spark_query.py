@@ -10,13 +10,14 @@ client host.
 
         EXECUTORS <n> <host,host...> <monotonic>   whenever the set of executors' hosts changes
         STARTED <query id> <run id>
-        RESTARTED <n> <error>                       the query failed to start (see CONNECT_BACK), or failed and
-                                                    ``--restarts`` allows another run: started again from the
-                                                    checkpoint (as a user's supervisor restarts a failed query)
+        RESTARTED <n> <cause> <error>               the query failed to start (cause ``connect-back``, see
+                                                    CONNECT_BACK), or failed (cause ``failure``) and ``--restarts``
+                                                    allows another run: started again from the checkpoint (as a
+                                                    user's supervisor restarts a failed query)
         BATCH <batch id> <input rows> <monotonic> ms=<trigger execution ms>   each completed micro-batch
         DRAINING <IN's last DLSN>                    after SIGUSR1: the end the query must commit
         DRAINED <batch id> <OUT's committed offset>  the sink's last commit covers it
-        STOPPED <batches> <rows>
+        STOPPED <batches> <rows> restarts=<n> failures=<n>   ``failures``: the restarts of cause ``failure``
         FAILED <exception>                          the query died (exit 1)
 
     SIGUSR1: drain (wait until the sink's last commit on ``OUT`` covers ``IN``'s last record as it is at the
@@ -64,6 +65,8 @@ PREFIX = "out:"
 #: Before the first batch the driver then starts the query again on the same checkpoint (at most 3 times); later it
 #: is a failure like any other.
 CONNECT_BACK = "Python worker failed to connect back"
+#: How often the driver starts the query again when it failed to start for CONNECT_BACK (before the first batch).
+CONNECT_BACK_RESTARTS = 6
 
 
 # ------------------------------------------------------------------------------------------------ the driver
@@ -169,11 +172,12 @@ def run(args: argparse.Namespace) -> int:
                     )
             if not query.isActive:
                 error = str(query.exception()).replace("\n", " ")
-                if (not batches and restarts < 6 and CONNECT_BACK in error) or failures < args.restarts:
-                    if batches or CONNECT_BACK not in error:
+                connect_back = not batches and CONNECT_BACK in error
+                if (connect_back and restarts - failures < CONNECT_BACK_RESTARTS) or failures < args.restarts:
+                    if not connect_back:
                         failures += 1
                     restarts += 1
-                    say("RESTARTED", restarts, error[:300])
+                    say("RESTARTED", restarts, "connect-back" if connect_back else "failure", error[:300])
                     time.sleep(2)
                     query = start()
                     continue
@@ -194,9 +198,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if query.isActive:
             query.stop()
-        say("STOPPED", len(batches), rows)
+        say("STOPPED", len(batches), rows, f"restarts={restarts}", f"failures={failures}")
         spark.stop()
     return status
+
+
+def restart_counts(lines: list[str]) -> dict[str, int]:
+    """The driver's restarts from its output ``lines``: ``restarts`` and ``failures`` as its ``STOPPED`` line
+    reports them (-1 before it stopped), and ``counted``/``counted_failures``: its ``RESTARTED`` lines (all, and
+    those of cause ``failure``)."""
+    restarted = [ln.split(" ", 3) for ln in lines if ln.startswith("RESTARTED ")]
+    out = {"restarts": -1, "failures": -1, "counted": len(restarted)}
+    out["counted_failures"] = sum(1 for r in restarted if len(r) > 2 and r[2] == "failure")
+    for ln in lines:
+        if ln.startswith("STOPPED "):
+            for word in ln.split()[3:]:
+                key, _, value = word.partition("=")
+                if key in ("restarts", "failures"):
+                    out[key] = int(value)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ collect

@@ -17,10 +17,19 @@ from pathlib import Path
 
 import pytest
 
+from storage.config import Config
+from tests.cluster.clients import CLIENT_CONF
 from tests.cluster.scenario import Scenario, median_ms
-from tests.cluster.spark_driver import batches, check_sink_counts, drain_and_collect, kill_host, start_driver
+from tests.cluster.spark_driver import (
+    batches,
+    check_sink_counts,
+    drain_and_collect,
+    kill_host,
+    start_driver,
+)
+from tests.cluster.spark_query import CONNECT_BACK_RESTARTS, restart_counts
 from tools.cluster import CEPH_HOSTS, ZK_HOSTS, Cluster
-from tools.history import availability
+from tools.history import availability, resumed_after_heals
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -32,6 +41,22 @@ NEMESES = (
 )
 #: The Spark query's input rate (writes/s into ``s-in``): one it outpaces on a loaded 2-core machine.
 SPARK_RATE = 10
+#: How often the nemesis's Spark query may fail and be started again from its checkpoint.
+NEMESIS_RESTARTS = 20
+
+
+def _resume_bound(conf: dict[str, object]) -> float:
+    """Seconds within which a writer writes again after a fault heals, from the client settings: its old ZooKeeper
+    session expires (freeing the lock), one metadata retry backoff, an append still in flight times out, the new
+    owner's recovery (fencing and reading the open segment) takes at most one more op timeout, one lock attempt,
+    and the writer's own pauses before it retries (1 s after a failed open, 0.5 s after a refused lock, 0.5 s
+    after closing)."""
+    c = Config.from_dict(conf)
+    session = float(c.get("zkSessionTimeoutSeconds"))
+    zk_backoff = float(c.get("zkRetryStartBackoffMillis")) / 1000
+    op = float(c.get("radosOpTimeoutSeconds"))
+    lock = float(c.get("lockTimeoutSeconds"))
+    return session + zk_backoff + 2 * op + lock + 1.0 + 0.5 + 0.5
 
 
 def _retriable_errors(errors: list[tuple[str, str, str]]) -> bool:
@@ -202,7 +227,9 @@ def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_pa
     spark_in.wait_line("ACK")  # `s-in` exists: the source refuses a missing log
     checkpoint = tmp_path / "checkpoint"
     conf = {"spark.sql.streaming.minBatchesToRetain": "100000"}
-    driver = start_driver(run, "client2", checkpoint, conf, "--restarts", "20", source="s-in", sink="s-out")
+    driver = start_driver(
+        run, "client2", checkpoint, conf, "--restarts", str(NEMESIS_RESTARTS), source="s-in", sink="s-out"
+    )
     try:
         driver.wait_line("STARTED", timeout=600)
         driver.wait_line("BATCH", timeout=600)  # a loaded 2-core machine: a first batch took 150 s once
@@ -242,18 +269,30 @@ def test_random_nemesis(healthy_cluster: Cluster, cluster_namespace: str, tmp_pa
             injected[kind] = injected.get(kind, 0) + 1
             time.sleep(rng.uniform(2, 6))
         c.wait_zk_quorum(timeout=60)
-        time.sleep(10)  # let every writer reopen after the last fault
+        for w in (cl for cl in run.clients if cl.name in {f"w-{log}" for log in logs}):
+            w.wait_line("ACK", count=w.acks() // 100 + 2, timeout=300)  # every writer wrote again after the last heal
         spark_in.stop()
         stats = drain_and_collect(run, driver, "client3", checkpoint, source="s-in", sink="s-out")
     finally:
         if driver.proc.poll() is None:
             driver.stop(timeout=60)
     report = run.finish(logs)  # `s-in`'s final read is the collector's
-    restarts = sum(1 for ln in driver.lines if ln.startswith("RESTARTED"))
+    counts = restart_counts(driver.lines)
+    restarts = counts["counted"]
     done = batches(driver)
+    bound = _resume_bound(CLIENT_CONF)
+    assert run.history is not None
+    stalled = resumed_after_heals(run.history, logs, bound)
     print(
         "NEMESIS faults " + json.dumps(injected, sort_keys=True) + f" over {seconds:.0f}s (seed {seed}); "
-        f"spark batches={len(done)} rows_in={stats['in']} rows_out={stats['out']} query_restarts={restarts}"
+        f"spark batches={len(done)} rows_in={stats['in']} rows_out={stats['out']} query_restarts={restarts}; "
+        f"writes resumed within {bound:.0f}s after {sum(injected.values())} heals: {stalled if stalled else 'yes'}"
     )
     assert report.ok, report
     check_sink_counts(report, stats)
+    assert not stalled, stalled
+    # Faults of the worker hosts may fail the query: each failure is reported, and restarts it from its checkpoint
+    # at most NEMESIS_RESTARTS times (plus, before its first batch, CONNECT_BACK_RESTARTS starts that failed).
+    assert counts["restarts"] == restarts and counts["failures"] == counts["counted_failures"], counts
+    assert counts["failures"] <= NEMESIS_RESTARTS, counts
+    assert restarts - counts["failures"] <= CONNECT_BACK_RESTARTS, counts

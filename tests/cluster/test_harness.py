@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.storage.observe import wait_until
 from tools.cluster import Cluster, cleanup
 from tools.netsim.hosts import NICE_ENV, Network, netns_list, netns_pids
 
@@ -357,8 +358,17 @@ def test_delay(healthy_cluster: Cluster) -> None:
         f"delay 50±20 ms each way: RTT median {statistics.median(base):.2f} -> {med:.1f} ms "
         f"(min {min(slow):.1f}, max {max(slow):.1f}); after heal {statistics.median(after):.2f} ms"
     )
-    assert len(slow) == 40 and 75 <= med <= 140 and min(slow) >= 55 and max(slow) <= 200
-    assert statistics.median(other) < 5 and statistics.median(after) < 5
+    # Ordering within one run, not wall-clock bounds: the delayed link is slower than the same link before the
+    # fault, than an undelayed link to the same host during it, and than itself after the heal.
+    assert len(slow) == 40 and len(base) == 20 and len(other) == 10 and len(after) == 20
+    assert med > statistics.median(base) and med > statistics.median(other), (base, slow, other)
+    assert statistics.median(after) < med, (slow, after)
+    # Every packet is held (a delay of ms ± jitter never lets one through early): the fastest delayed round trip
+    # is slower than the typical undelayed one.
+    assert min(slow) > statistics.median(other) and min(slow) > statistics.median(after), (slow, other, after)
+    # And held at least as long as asked: 50 - 20 ms each way at the least (a little under 60 ms for the timers'
+    # granularity). A lower bound only: a loaded machine makes round trips longer, never shorter.
+    assert min(slow) >= 55, slow
     rec = c.faults.get(f.id)
     for host, pid in rec.delayers:  # stopped by heal
         assert pid not in netns_pids(c.network.host(host).netns)
@@ -383,12 +393,11 @@ def test_sigkill_of_the_zookeeper_leader(healthy_cluster: Cluster) -> None:
     assert leader is not None
     leader.kill()
     t0 = time.monotonic()
-    while True:
-        new = c.zk_leader()
-        if new is not None and new is not leader:
-            break
-        assert time.monotonic() - t0 < 30, c.zk_modes()
-        time.sleep(0.05)
+    wait_until(
+        lambda: c.zk_leader() not in (None, leader), f"a ZooKeeper leader other than the killed {leader.name}", 30, 0.05
+    )
+    new = c.zk_leader()
+    assert new is not None
     elected = time.monotonic() - t0
     t1 = time.monotonic()
     c.heal()  # restarts it
@@ -432,10 +441,8 @@ def test_cleanup_after_a_crashed_harness(tmp_path: Path) -> None:
     ns = c.network.host("client1").netns
     sleeper = c.popen("client1", ["sleep", "600"], start_new_session=True, stdout=subprocess.DEVNULL)
     try:
-        t0 = time.monotonic()
-        while sleeper.pid not in netns_pids(ns):  # ip netns exec enters the namespace after it starts
-            assert time.monotonic() - t0 < 10
-            time.sleep(0.01)
+        # ip netns exec enters the namespace after it starts
+        wait_until(lambda: sleeper.pid in netns_pids(ns), "the sleeper inside client1's namespace", 10)
         del c  # the harness "crashes": nothing is torn down
         # made by this live process: a `cleanup` without --id in another process leaves it alone
         code = f"from tools.netsim.sweep import owner_alive; print(owner_alive({cid!r}))"

@@ -26,6 +26,7 @@ from tools.history import (
     availability,
     check,
     main,
+    resumed_after_heals,
 )
 
 Rec = tuple[str, tuple[int, int, int], int]  # value, dlsn, txid
@@ -368,6 +369,45 @@ def test_availability_per_fault_kind() -> None:
     assert a.longest is not None and (a.longest.start, a.longest.end) == (3.0, 7.0)
     assert a.by_fault == {"partition": 4.0, "kill": 1.0}
     assert a.line() == "AVAIL write longest=4.00s partition=4.00s kill=1.00s"
+
+
+def test_writes_resumed_after_every_heal() -> None:
+    """Writes every second from t=0 to 20; a partition from 3 to 5 heals and writes resume at 6; a kill from 9 to
+    10 heals and nothing succeeds until 16. With a 3 s bound the second heal is a miss, with 7 s neither is (the
+    kill starts before the partition's deadline, 5 + 7, so both heals are judged against the kill's, 10 + 7)."""
+    events: list[Event] = []
+    n = count()
+
+    def ev(name: str, t: float, **data: Any) -> None:
+        events.append(Event(name, "w", "r", next(n), t, data))
+
+    for t in range(21):
+        ev("invoke", t, op=str(t), kind="write", value=f"x{t}", log="log", meta={})
+        ev("ok" if t not in (3, 4, 5, 9, 10, 11, 12, 13, 14, 15) else "info", t + 0.5, op=str(t))
+    ev("fault_start", 3.0, kind="partition", detail="w | zk", fault="f1")
+    ev("fault_end", 5.0, kind="partition", fault="f1")
+    ev("fault_start", 9.0, kind="kill", detail="osd.0", fault="f2")
+    ev("fault_end", 10.0, kind="kill", fault="f2")
+    events.sort(key=lambda e: e.time)
+    h = History(events)
+    assert resumed_after_heals(h, ["log"], 7.0) == []
+    assert resumed_after_heals(h, ["log"], 3.0) == [
+        "log: no write invoked after the heal of kill (osd.0) completed within 3.0s"
+    ]
+    assert resumed_after_heals(h, ["other"], 7.0) == [
+        "other: no write invoked after the heal of partition (w | zk) completed within 12.0s",
+        "other: no write invoked after the heal of kill (osd.0) completed within 7.0s",
+    ]
+    # A third fault from 11 to 12 starts before the kill's deadline (10 + 3): the kill's heal is judged against
+    # 12 + 3 = 15, still before the first write that succeeds (16.5); with 5 s, 12 + 5 = 17 covers it.
+    events += [
+        Event("fault_start", "w", "r", next(n), 11.0, {"kind": "delay", "detail": "w | osd", "fault": "f3"}),
+        Event("fault_end", "w", "r", next(n), 12.0, {"kind": "delay", "fault": "f3"}),
+    ]
+    events.sort(key=lambda e: e.time)
+    h = History(events)
+    assert len(resumed_after_heals(h, ["log"], 3.0)) == 2
+    assert resumed_after_heals(h, ["log"], 5.0) == []
 
 
 def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from jvm_shim.gateway import Gateway
 from jvm_shim.server import serve
 from storage import DLSN, LogRecord
 from tests.jvm.wire import ChannelClient, WireClient, WireError
+from tests.storage.observe import GENEROUS_S, parked_in, wait_until
 
 CONF: dict[str, object] = {"lockTimeoutSeconds": 0, "writerOutputBufferSize": 0, "logSegmentRollingMinutes": 0}
 TOKEN = "channel-secret"
@@ -55,15 +56,9 @@ def chan(gw: Gateway) -> Iterator[DataChannel]:
         ch.stop()
 
 
-def wait_until(cond: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not callable(cond) or not cond():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
-    """True when the peer closed ``sock`` (EOF or reset) within ``timeout``."""
+def closed_by_peer(sock: socket.socket, timeout: float = GENEROUS_S) -> bool:
+    """True when the peer closed ``sock`` (EOF or reset); False if it is still open after ``timeout`` (a bound
+    for a hang, generous: not a measure of how soon)."""
     sock.settimeout(timeout)
     try:
         return sock.recv(1) == b""
@@ -71,6 +66,34 @@ def closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def still_open(sock: socket.socket) -> bool:
+    """True when the peer has neither closed ``sock`` nor sent anything on it (looked at now, without waiting)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except ConnectionResetError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def wait_reading_hello(sock: socket.socket) -> None:
+    """Wait until the channel's thread serving the client socket ``sock`` (named after the client's port; a
+    thread of an earlier connection from the same port may linger, ending) reads its hello: its hello timeout
+    is set."""
+    name = f"gateway-data-{sock.getsockname()[1]}"
+
+    def reading() -> bool:
+        return any(
+            t.name == name and parked_in(t, "_hello", "jvm_shim/channel.py") and parked_in(t, "_read_exact")
+            for t in threading.enumerate()
+        )
+
+    wait_until(reading, f"{name} reading the hello")
 
 
 def test_serve_starts_the_channel_and_ping_advertises_it(uri: str) -> None:
@@ -83,7 +106,7 @@ def test_serve_starts_the_channel_and_ping_advertises_it(uri: str) -> None:
         assert ping == {"version": storage.__version__, "dataPort": server.channel.port}
         assert dc.call("gateway.ping")[0] == ping
         assert server.channel.connections == 1
-    wait_until(lambda: server.channel.connections == 0)
+    wait_until(lambda: server.channel.connections == 0, "every connection closed")
 
 
 def test_records_over_the_channel_read_back_exactly_everywhere(uri: str) -> None:
@@ -161,16 +184,23 @@ def test_wrong_token_is_refused_and_the_channel_goes_on(chan: DataChannel) -> No
 
 
 def test_silent_connection_is_closed_after_the_hello_timeout(gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
-    default = channel_mod.HELLO_TIMEOUT_S
-    monkeypatch.setattr(channel_mod, "HELLO_TIMEOUT_S", 0.3)
+    """A connection that sends no hello is closed once its hello timeout has passed, not before, and each connection
+    has its own: a silent one given 0.3 s is closed while one given an hour, opened before it, stays open."""
     ch = DataChannel(gw, "127.0.0.1", TOKEN)
     try:
-        t0 = time.monotonic()  # before the connection: the channel's timer cannot start earlier
-        with socket.create_connection(("127.0.0.1", ch.port)) as s:
-            # closed by the 0.3 s hello timeout, not the default's 10 s: before half of it (generous slack) ...
-            assert closed_by_peer(s, timeout=default / 2)
-            assert time.monotonic() - t0 >= 0.3  # ... and not before the timeout
-        wait_until(lambda: ch.connections == 0)
+        monkeypatch.setattr(channel_mod, "HELLO_TIMEOUT_S", 3600.0)
+        with socket.create_connection(("127.0.0.1", ch.port)) as patient:
+            # its hello timeout (the hour) is set once its thread reads the hello
+            wait_reading_hello(patient)
+            monkeypatch.setattr(channel_mod, "HELLO_TIMEOUT_S", 0.3)
+            t0 = time.monotonic()  # before the connection: the channel's timer cannot start earlier
+            with socket.create_connection(("127.0.0.1", ch.port)) as silent:
+                assert closed_by_peer(silent)
+                assert time.monotonic() - t0 >= 0.3  # not before its timeout
+                assert still_open(patient)  # closed by its own timeout, which is not the other's
+            wait_until(lambda: ch.connections == 1, "the silent connection forgotten")
+            patient.sendall(struct.pack(">I", len(TOKEN)) + TOKEN.encode())  # a late hello is still served
+            assert patient.recv(1) == channel_mod.ACCEPTED
     finally:
         ch.stop()
 
@@ -196,7 +226,7 @@ def test_bad_frames_close_only_their_connection(chan: DataChannel, gw: Gateway, 
         finally:
             bad.close()
         assert "version" in good.call("gateway.ping")[0]
-        wait_until(lambda: chan.connections == 1)
+        wait_until(lambda: chan.connections == 1, "the bad connection closed")
     assert gw.operations  # the gateway itself is untouched
 
 

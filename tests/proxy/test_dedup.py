@@ -3,7 +3,6 @@ rebuilds it. Real proxies (release, SIGKILL, the lost-reply failpoint) and the t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
@@ -16,6 +15,7 @@ from dl_proxy.dedup import MAGIC, DedupTable, Plan, Verdict
 from dl_proxy.proto import distributedlog_pb2 as pb
 from dl_proxy.stream import ProducerRequest, Stream
 from tests.proxy.conftest import StartProxy, stub
+from tests.storage.observe import GENEROUS_S, wait_until
 
 T = 30
 RETRY_CODES = (pb.FOUND, pb.STREAM_UNAVAILABLE, pb.STREAM_NOT_READY, pb.SERVICE_UNAVAILABLE)
@@ -24,22 +24,30 @@ RETRY_CODES = (pb.FOUND, pb.STREAM_UNAVAILABLE, pb.STREAM_NOT_READY, pb.SERVICE_
 R = TypeVar("R", pb.WriteResponse, pb.BulkWriteResponse)
 
 
-def until_served(call: Callable[[], R], what: str, deadline_s: float = 60.0) -> R:
+def until_served(call: Callable[[], R], what: str, deadline_s: float = GENEROUS_S) -> R:
     """Call until the answer is not a redirect / unavailable (the old owner's session may still hold the lock)."""
-    end = time.monotonic() + deadline_s
-    last = ""
-    while True:
+    last: list[str] = [""]
+    served: list[R] = []
+
+    def answered() -> bool:
         try:
             r = call()
-            last = f"{r.header.code} {r.header.err_msg} {r.header.location}"
-            if r.header.code not in RETRY_CODES:
-                return r
         except grpc.RpcError as e:
             if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
-            last = str(e.code())
-        assert time.monotonic() < end, f"{what}: still not served, last answer: {last}"
-        time.sleep(0.1)
+            last[0] = str(e.code())
+            return False
+        last[0] = f"{r.header.code} {r.header.err_msg} {r.header.location}"
+        if r.header.code in RETRY_CODES:
+            return False
+        served.append(r)
+        return True
+
+    try:
+        wait_until(answered, f"{what} served", deadline_s, poll_s=0.1)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last answer: {last[0]}") from None
+    return served[0]
 
 
 def _records(uri: str, name: str) -> list[storage.LogRecordWithDLSN]:

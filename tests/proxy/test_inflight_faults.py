@@ -3,26 +3,52 @@ to 1,000 records each, as the client allows by default): every acknowledged reco
 producer's order, and every write that failed *definitively* is not in the log (the checker's ``failed_visible``);
 writes whose outcome is unknown may be in it, once.
 
-SIGKILL: the producers resend to the other proxy, which rebuilt the producers' windows from the log. SIGSTOP for
-four session timeouts: the other proxy takes the stream over (fencing the frozen owner's segment) while the frozen
-one still holds requests; when it runs again, none of its appends can be acknowledged.
+SIGKILL: the producers resend to the other proxy, which rebuilt the producers' windows from the log. SIGSTOP until
+the other proxy has taken the stream over (after the frozen owner's session expired, fencing its segment) while
+the frozen one still holds requests; when it runs again, none of its appends can be acknowledged. Each step waits
+for what it needs to see (acknowledgements in the producers' histories, the new owner), not for a while.
 """
 
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 import storage
+from dl_proxy.proto import distributedlog_pb2 as pb
 from tests.proxy._fanin import check_history, final_read, start_producer
-from tests.proxy.conftest import StartProxy
+from tests.proxy.conftest import StartProxy, stub
 from tests.proxy.test_client_proxies import stream_routed_to
+from tests.storage.observe import wait_until
 
 PRODUCERS = 2
 SESSION_S = 2
+#: Acknowledgements each producer must have had before a fault, and again after it: a full request (the client's
+#: largest) and more, so that every producer's window of requests to the owner is in use.
+ACKS = 1500
+
+
+def _acks(history: Path) -> dict[str, int]:
+    """Acknowledged writes per producer so far, from the producers' history files."""
+    counts: dict[str, int] = {}
+    for path in history.glob("producer-*.jsonl"):
+        name = path.name.split(".")[0]
+        counts[name] = counts.get(name, 0) + path.read_text(errors="replace").count('"ev": "ok"')
+    return counts
+
+
+def _every_producer_acked(history: Path, at_least: dict[str, int]) -> bool:
+    now = _acks(history)
+    return all(now.get(f"producer-{i}", 0) >= at_least.get(f"producer-{i}", 0) + ACKS for i in range(PRODUCERS))
+
+
+def _owns(address: str, stream: str) -> bool:
+    channel, service = stub(address)
+    with channel:
+        ownerships = service.handshake(pb.ClientInfo(get_ownerships=True), timeout=30).ownerships
+    return stream in dict(ownerships)
 
 
 @pytest.mark.parametrize("fault", ["sigkill", "sigstop"])
@@ -45,15 +71,19 @@ def test_owner_fails_with_large_requests_in_flight(
         )
         for i in range(PRODUCERS)
     ]
-    time.sleep(2.0)  # the producers write as fast as they can: full requests in flight to the owner (pacing)
+    # the producers write as fast as they can: with acknowledgements flowing, their requests fill the window
+    wait_until(lambda: _every_producer_acked(history, {}), f"{ACKS} acknowledgements of every producer")
+    before = _acks(history)
     if fault == "sigkill":
         owner.kill()
         owner.wait(timeout=30)
     else:
         owner.send_signal(signal.SIGSTOP)
-        time.sleep(4 * SESSION_S)  # frozen past its session: the other proxy takes the stream over
-        owner.send_signal(signal.SIGCONT)
-    time.sleep(2.0)  # writes go on through the other proxy (pacing)
+        try:  # frozen until its session expired and the other proxy took the stream over
+            wait_until(lambda: _owns(b, streams[0]), f"{b} owning {streams[0]}")
+        finally:
+            owner.send_signal(signal.SIGCONT)
+    wait_until(lambda: _every_producer_acked(history, before), "writes going on through the other proxy")
     stop_file.touch()
     summaries = [p.finish() for p in producers]
     counts = final_read(zk_local_uri, streams, history)

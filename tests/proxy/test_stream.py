@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -19,8 +18,23 @@ from dl_proxy.registry import list_proxies
 from tests.proxy.conftest import StartProxy, stub
 from tests.proxy.test_dedup import _bulk, _records, until_served
 from tests.storage.metastore._stores import until
+from tests.storage.observe import flocks_held_by, wait_stopped, wait_until
 
 T = 30
+
+
+def _freeze_idle(pid: int) -> None:
+    """SIGSTOP process ``pid`` at a moment it holds no file lock: stopped, it is looked at in the kernel's lock table;
+    caught inside an append (the commit that follows a write takes the ledger file's flock), it goes on until it
+    let go, and is stopped again."""
+    for _ in range(100):
+        os.kill(pid, signal.SIGSTOP)
+        wait_stopped(pid)
+        if not flocks_held_by(pid):
+            return
+        os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: not flocks_held_by(pid), f"process {pid} out of its append")
+    raise AssertionError(f"process {pid} was inside an append each of 100 times it was stopped")
 
 
 def test_fence_write_by_an_external_writer(proxy_ns_uri: str, proxy_process: StartProxy) -> None:
@@ -124,8 +138,7 @@ def test_sigstopped_owner_is_fenced_then_redirects(proxy_ns_uri: str, proxy_proc
         # Freeze it idle, not inside an append: on a shared local path an append holds the ledger file's flock, and
         # a process frozen there would hold up the next owner's fencing until it resumes (RADOS has no such wait).
         assert until(lambda: len(_records(proxy_ns_uri, "zombie")) == 1)
-        time.sleep(0.5)  # the commit after the write is appended
-        os.kill(pa.pid, signal.SIGSTOP)
+        _freeze_idle(pa.pid)
         try:
             moved = until_served(lambda: sb.writeBulk(_bulk("zombie", [b"z1"], "prod", 1), timeout=T), "takeover")
             assert moved.header.code == pb.SUCCESS and not moved.write_responses[0].duplicate

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
@@ -12,15 +13,16 @@ import storage
 from dl_spark import DistributedLogDataSource, decode_offsets
 from dl_spark.planning import allocate
 from tests.spark.helpers import append_in_process, log_rows, write_segments
+from tests.storage.observe import wait_until
 
 
-def _reader(uri: str, **opts: object):
+def _reader(uri: str, **opts: object) -> Any:
     options = {"uri": uri, "streams": "a,b", "startingOffsets": "earliest", **{k: str(v) for k, v in opts.items()}}
     ds = DistributedLogDataSource(options)
     return ds.streamReader(schema=ds.schema())
 
 
-def _rows_between(reader, start, end) -> int:
+def _rows_between(reader: Any, start: Any, end: Any) -> int:
     return sum(b.num_rows for p in reader.partitions(start, end) for b in reader.read(p))
 
 
@@ -53,36 +55,46 @@ def test_max_rows_split_over_logs_and_segments(tmp_path: Path) -> None:
 
 
 def test_min_rows_waits_until_enough_or_max_trigger_delay(tmp_path: Path) -> None:
+    """Below minRecordsPerTrigger no batch while maxTriggerDelay has not passed (a delay of an hour: it cannot
+    have); once it has (two seconds), one batch with what there is, never before it; enough records: a batch at once."""
     uri = f"distributedlog-local://{tmp_path / 'ns'}"
     write_segments(uri, "a", [[b"x"] * 3])
     write_segments(uri, "b", [[b"y"]])
-    delay_s = 2.0
-    r = _reader(uri, minRecordsPerTrigger=6, maxTriggerDelay=f"{delay_s:g}s")
+    r = _reader(uri, minRecordsPerTrigger=6, maxTriggerDelay="1h")
     assert r.getDefaultReadLimit() == ReadMinRows(6)
     start = r.initialOffset()
+    first = r.latestOffset(start, ReadMinRows(6))  # the first trigger fires at once (as Kafka's)
+    assert _rows_between(r, start, first) == 4
+    append_in_process(uri, "a", [b"z"] * 3, txid=10)
+    assert r.latestOffset(first, ReadMinRows(6)) == first  # 3 < 6 and the hour has not passed: no batch
+    append_in_process(uri, "b", [b"w"] * 3, txid=10)
+    second = r.latestOffset(first, ReadMinRows(6))  # 6 records: enough, no waiting
+    assert _rows_between(r, first, second) == 6
+    assert r.latestOffset(second, ReadAllAvailable()) == second
+
+    # a delay of a second: polled (not slept through) until the batch comes, which is not before the delay
+    uri2 = f"distributedlog-local://{tmp_path / 'ns2'}"
+    write_segments(uri2, "a", [[b"x"] * 3])
+    write_segments(uri2, "b", [[b"y"]])
+    delay_s = 2.0
+    r2 = _reader(uri2, minRecordsPerTrigger=6, maxTriggerDelay=f"{delay_s:g}s")
     polls: list[tuple[float, object]] = []  # (when the call returned, its offset)
-    with storage.open_namespace(uri) as ns, ns.open_log("a").open_writer() as w:  # open already: appends are quick
+    with storage.open_namespace(uri2) as ns, ns.open_log("a").open_writer() as w:  # open already: appends are quick
         before_first = time.time()  # the delay counts from the first trigger, which is later
-        first = r.latestOffset(start, ReadMinRows(6))  # the first trigger fires at once (as Kafka's)
+        first2 = r2.latestOffset(r2.initialOffset(), ReadMinRows(6))
         for t in (10, 11, 12):
             w.write(storage.LogRecord(t, b"z"))
         w.flush()
-        # 3 < 6: no batch until the delay has passed, then one with what there is (polled, not slept through)
-        while not polls or polls[-1][1] == first:
-            offset = r.latestOffset(first, ReadMinRows(6))
+
+        def batch() -> bool:
+            offset = r2.latestOffset(first2, ReadMinRows(6))
             polls.append((time.time(), offset))
-            assert len(polls) < 2000, "no batch long after maxTriggerDelay"
-            time.sleep(0.02)
-    second = polls[-1][1]
-    early = [offset for at, offset in polls if at < before_first + delay_s]
-    assert early and all(offset == first for offset in early)  # asked before the delay passed: no batch
-    assert polls[-1][0] >= before_first + delay_s  # the batch came once it had passed
-    assert _rows_between(r, start, first) == 4
-    assert _rows_between(r, first, second) == 3
-    append_in_process(uri, "b", [b"w"] * 6, txid=10)
-    third = r.latestOffset(second, ReadMinRows(6))  # enough records: no waiting
-    assert _rows_between(r, second, third) == 6
-    assert r.latestOffset(third, ReadAllAvailable()) == third
+            return bool(offset != first2)
+
+        wait_until(batch, "a batch once maxTriggerDelay passed")
+    assert polls[-1][0] >= before_first + delay_s  # not before the delay had passed
+    assert all(offset == first2 for _, offset in polls[:-1])
+    assert _rows_between(r2, first2, polls[-1][1]) == 3
 
 
 def test_available_now_target_is_frozen_and_limits_still_apply(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ import dl_spark
 import storage
 from examples.pipeline import event_payload, read_log, start_query
 from tests.spark.faults import _descendants, _kill_group, run_kill_harness
+from tests.storage.observe import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,7 +102,7 @@ def _freeze(root: int, uri: str) -> list[int]:
 
 
 @pytest.mark.heavy
-def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+def test_older_run_of_the_same_query_id_is_fenced(spark: Any, tmp_path: Path, subprocess_env: dict[str, str]) -> None:
     """Run 1 of the pipeline (its own process) is frozen after committing; a copy of its checkpoint
     (same query id) runs as run 2 here and commits; run 1, resumed, must fail on its next commit
     with QueryFencedError and add nothing."""
@@ -118,10 +120,12 @@ def test_older_run_of_the_same_query_id_is_fenced(spark, tmp_path: Path, subproc
         )
     pids: list[int] = []
     try:
-        deadline = time.monotonic() + 120
-        while (dl_spark.last_commit(uri, "enriched") or {}).get("batchId", -1) < 1:  # type: ignore[operator]
-            assert old.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.2)
+
+        def second_batch_committed() -> bool:
+            assert old.poll() is None, log_path.read_text()[-3000:]
+            return (dl_spark.last_commit(uri, "enriched") or {}).get("batchId", -1) >= 1  # type: ignore[operator,no-any-return]
+
+        wait_until(second_batch_committed, "run 1's second batch committed", timeout_s=120, poll_s=0.2)
         pids = _freeze(old.pid, uri)  # run 1 stalls (a long GC pause, a partitioned driver)
         run1 = dl_spark.last_commit(uri, "enriched")
         assert run1 is not None

@@ -4,7 +4,8 @@ The suite's rule: speed is measured in ``bench/``, never asserted in tests. Wher
 call must return rather than hang, a timeout must fire), a test waits for the event with a generous bound
 (:func:`finishes`, :func:`wait_until`) and asserts what happened and in which order; where a test needs another
 thread or process to have reached a state (blocked on a lock, parked in a wait), it waits until that state can
-be seen (:func:`wait_parked_in`, :func:`wait_flock_blocked`) rather than sleeping and hoping.
+be seen (:func:`wait_parked_in`, :func:`wait_flock_blocked`, :func:`flocks_held_by`) rather than sleeping and
+hoping. Order is asserted between events the test can observe (:class:`Timeline`), never against a timer.
 
 Shared by the storage and JVM tests; the check ``tests/test_no_timed_assertions.py`` keeps timed asserts out.
 """
@@ -28,10 +29,13 @@ __all__ = [
     "Timeline",
     "finishes",
     "flock_waiters",
+    "flocks_held_by",
     "listening_addresses",
     "parked_in",
+    "stopped",
     "wait_flock_blocked",
     "wait_parked_in",
+    "wait_stopped",
     "wait_until",
 ]
 
@@ -74,28 +78,51 @@ def finishes(fn: Callable[[], _T], what: str, timeout_s: float = GENEROUS_S) -> 
 
 class Timeline(logging.Handler):
     """The order in which things happened: :meth:`mark` records an event; as a logging handler (see
-    :meth:`logging_to`) every record at ``level`` or above is the event ``warning``; :meth:`mark_after` records an
-    event when a timer fires. Tests assert the order (``["warning", "halfway", "gave up"]``), not durations."""
+    :meth:`logging_to`) every record at ``level`` or above is the event ``warning``. Tests assert the order of
+    events they can observe (``["warning", "holder stopped", "acquired"]``), never against a timer: an event a
+    timer marks would bound the others in time. :meth:`on` runs an action when an event is marked (on a thread
+    of its own: the marking thread, e.g. one logging inside a wait, goes on at once)."""
 
     def __init__(self, level: int = logging.WARNING) -> None:
         super().__init__(level)
         self.events: list[str] = []
         self._lock = threading.Lock()
-        self._timers: list[threading.Timer] = []
+        self._actions: dict[str, list[Callable[[], object]]] = {}
+        self._running: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
 
     def mark(self, event: str) -> None:
         with self._lock:
             self.events.append(event)
+            actions = self._actions.pop(event, [])
+            for action in actions:
+                t = threading.Thread(target=self._run, args=(action,), name=f"timeline:{event}", daemon=True)
+                self._running.append(t)
+                t.start()
+
+    def _run(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except BaseException as e:  # re-raised by join()
+            self._errors.append(e)
 
     def emit(self, record: logging.LogRecord) -> None:
         self.mark("warning")
 
-    def mark_after(self, seconds: float, event: str) -> None:
-        """Record ``event`` once ``seconds`` have passed (a timer, cancelled when :meth:`logging_to` ends)."""
-        timer = threading.Timer(seconds, self.mark, args=(event,))
-        timer.daemon = True
-        self._timers.append(timer)
-        timer.start()
+    def on(self, event: str, action: Callable[[], object]) -> None:
+        """Run ``action()`` once, when ``event`` is next marked."""
+        with self._lock:
+            self._actions.setdefault(event, []).append(action)
+
+    def join(self, timeout_s: float = GENEROUS_S) -> None:
+        """Wait for the actions started so far to end, re-raising the first one's error; fails naming an action
+        still running after ``timeout_s``."""
+        for t in list(self._running):
+            t.join(timeout_s)
+            if t.is_alive():
+                raise AssertionError(f"{t.name}: still running after {timeout_s:g} s")
+        if self._errors:
+            raise self._errors[0]
 
     @contextmanager
     def logging_to(self, logger: str) -> Iterator[Timeline]:
@@ -106,8 +133,6 @@ class Timeline(logging.Handler):
             yield self
         finally:
             target.removeHandler(self)
-            for timer in self._timers:
-                timer.cancel()
 
 
 # --- threads parked in a wait ---------------------------------------------------------------------
@@ -152,9 +177,36 @@ def flock_waiters(path: str | os.PathLike[str]) -> int:
     return count
 
 
+def flocks_held_by(pid: int) -> list[str]:
+    """The files (``major:minor:inode``, as /proc/locks names them) on which process ``pid`` holds a ``flock``
+    now (granted locks only, not waits)."""
+    held = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[4] == str(pid):
+            held.append(fields[5])
+    return held
+
+
 def wait_flock_blocked(path: str | os.PathLike[str], n: int = 1, timeout_s: float = GENEROUS_S) -> None:
     """Wait until at least ``n`` ``flock`` calls are blocked on ``path`` (e.g. a ledger writer stalled)."""
     wait_until(lambda: flock_waiters(path) >= n, f"{n} flock waiter(s) on {path}", timeout_s, poll_s=0.002)
+
+
+def stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped now (by SIGSTOP: state ``T``, or ``t`` under a tracer)."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            continue  # a thread that just ended
+    return bool(states) and all(state in ("T", "t") for state in states)
+
+
+def wait_stopped(pid: int, timeout_s: float = GENEROUS_S) -> None:
+    """Wait until every thread of process ``pid`` is stopped (a SIGSTOP is delivered asynchronously)."""
+    wait_until(lambda: stopped(pid), f"process {pid} stopped", timeout_s, poll_s=0.002)
 
 
 def listening_addresses(port: int) -> list[str]:

@@ -70,10 +70,12 @@ def read_n(dlm: storage.LogManager, n: int) -> list[storage.LogRecordWithDLSN]:
     r = dlm.open_async_reader(DLSN.INITIAL)
     try:
         got: list[storage.LogRecordWithDLSN] = []
-        deadline = time.monotonic() + GENEROUS_S
-        while len(got) < n:
-            assert time.monotonic() < deadline, f"only {len(got)} of {n} records became visible"
+
+        def all_read() -> bool:
             got.extend(r.read_bulk(n - len(got), timeout_s=0.1).result(GENEROUS_S))
+            return len(got) >= n
+
+        wait_until(all_read, f"{n} records visible", poll_s=0)
     finally:
         r.close()
     now: list[storage.LogRecordWithDLSN] = []

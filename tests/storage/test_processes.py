@@ -16,7 +16,7 @@ import pytest
 
 import storage
 from storage import DLSN
-from tests.storage.observe import Timeline
+from tests.storage.observe import GENEROUS_S, Timeline
 
 
 class Child:
@@ -38,7 +38,7 @@ class Child:
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if line:
-                ev = json.loads(line)
+                ev: dict[str, object] = json.loads(line)
                 self.events.append(ev)
                 return ev
             if self.proc.poll() is not None:
@@ -99,27 +99,53 @@ def test_second_writer_fails_while_first_lives_then_takes_over(ns_uri: str, subp
 def test_a_lock_wait_says_what_it_waits_for(
     ns_uri: str, subprocess_env: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A writer that waits for a lock another process holds logs one WARNING naming the lock and its holder
-    early in the wait (not only when it gives up), then fails naming the holder."""
-    timeout_s = 5  # long against the warning's half second: "early" is an order of events with seconds of slack
+    """A writer that waits for a lock another process holds logs one WARNING naming the lock and its holder while
+    the wait can still succeed: stopping the holder once the WARNING is seen lets the writer in (a warning said only
+    when the wait gives up would come too late for that). A wait nobody helps fails naming the holder, its WARNING
+    first."""
+    generous_s = int(GENEROUS_S)  # the holder's ZooKeeper session must expire within it: 2 s
     with child(subprocess_env, "hold", ns_uri, "owned", "1") as a:
         a.wait_for("holding")
-        with storage.open_namespace(ns_uri, {"lockTimeoutSeconds": timeout_s}) as ns:
+        with storage.open_namespace(ns_uri, {"lockTimeoutSeconds": generous_s}) as ns:
             with (
                 caplog.at_level(logging.WARNING, logger="storage.metastore.lock"),
                 Timeline().logging_to("storage.metastore.lock") as timeline,
             ):
-                timeline.mark_after(timeout_s / 2, "halfway")
-                with pytest.raises(storage.OwnershipAcquireFailedError) as failed:
-                    ns.open_log("owned").open_writer()
-                timeline.mark("gave up")
+
+                def stop_the_holder() -> None:
+                    a.proc.kill()  # SIGKILL: its lock goes with it (on ZooKeeper, with its session)
+                    timeline.mark("holder stopped")
+
+                timeline.on("warning", stop_the_holder)
+                with ns.open_log("owned").open_writer() as w:
+                    timeline.mark("acquired")
+                    w.write(storage.LogRecord(2, b"after the holder"))
+                    w.flush()
+                timeline.join()
             waits = [r for r in caplog.records if r.name == "storage.metastore.lock"]
             assert len(waits) == 1, [r.getMessage() for r in waits]
             message = waits[0].getMessage()
-            assert message.startswith("waiting for lock /owned/") and f"giving up after {timeout_s} s" in message
+            assert message.startswith("waiting for lock /owned/") and f"giving up after {generous_s} s" in message
             assert f":{a.proc.pid}:" in message  # the holder's client id (host:pid:id)
-            assert timeline.events == ["warning", "halfway", "gave up"]  # said early in the wait, not at its end
-            assert failed.value.current_owner is not None and f":{a.proc.pid}:" in failed.value.current_owner
+            assert timeline.events == ["warning", "holder stopped", "acquired"]  # said while the wait could succeed
+
+    timeout_s = 5  # the WARNING comes once the wait has lasted half a second: long before the wait gives up
+    with child(subprocess_env, "hold", ns_uri, "kept", "1") as b:
+        b.wait_for("holding")
+        with storage.open_namespace(ns_uri, {"lockTimeoutSeconds": timeout_s}) as ns:
+            caplog.clear()
+            with (
+                caplog.at_level(logging.WARNING, logger="storage.metastore.lock"),
+                Timeline().logging_to("storage.metastore.lock") as timeline,
+            ):
+                with pytest.raises(storage.OwnershipAcquireFailedError) as failed:
+                    ns.open_log("kept").open_writer()
+                timeline.mark("gave up")
+            waits = [r for r in caplog.records if r.name == "storage.metastore.lock"]
+            assert len(waits) == 1, [r.getMessage() for r in waits]
+            assert f"giving up after {timeout_s} s" in waits[0].getMessage()
+            assert timeline.events == ["warning", "gave up"]
+            assert failed.value.current_owner is not None and f":{b.proc.pid}:" in failed.value.current_owner
 
 
 def _acked(events: list[dict[str, object]]) -> list[int]:
@@ -147,7 +173,7 @@ def test_writer_sigkilled_20_seeded_cycles(ns_uri: str, subprocess_env: dict[str
     with storage.open_namespace(ns_uri, {"lockTimeoutSeconds": 20}) as ns:
         dlm = ns.open_log("crash")
         dlm.open_writer().close()  # recover the last in-progress segment
-        txids = []
+        txids: list[int] = []
         with dlm.open_reader(DLSN.INITIAL) as r:
             while True:
                 batch = r.read_bulk(5000, non_blocking=True)

@@ -1,8 +1,9 @@
-"""A ZooKeeper that does not answer: opening a namespace says early in the wait what it waits for (one
-WARNING naming the servers and why, after half a second), then gives up after the session timeout
-(``zkSessionTimeoutSeconds``, as DistributedLog's client) with one retriable MetadataConnectionError
-naming the servers. Real sockets: a port where nothing listens, and one that accepts connections but
-never speaks ZooKeeper."""
+"""A ZooKeeper that does not answer: opening a namespace says during the wait what it waits for (one
+WARNING naming the servers and why, after half a second: acting on it, making the server reachable, lets the
+same open succeed), then gives up after the session timeout (``zkSessionTimeoutSeconds``, as DistributedLog's
+client) with one retriable MetadataConnectionError naming the servers. Real sockets: a port where nothing
+listens, one that accepts connections but never speaks ZooKeeper, and a relay to a real server that closes
+every connection until it is healed."""
 
 from __future__ import annotations
 
@@ -10,17 +11,19 @@ import logging
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import storage
 from storage.metastore._zk_connect import why_unreachable
 from tests.storage.observe import Timeline, finishes
-from tests.zk import free_port
+from tests.storage.zk_relay import TcpRelay
+from tests.zk import ZooKeeperServer, free_port
 
 LOGGER = "storage.metastore.zookeeper"
-#: zkSessionTimeoutSeconds of the opens: long against the warning's WARN_AFTER_S (0.5 s, plus the probe), so
-#: that "the warning comes early in the wait" is an order of events with seconds of slack, not a timed window.
+#: zkSessionTimeoutSeconds of the opens that fail: long against the warning's WARN_AFTER_S (0.5 s, plus the
+#: probe), so that the warning comes before the open gives up.
 TIMEOUT_S = 5
 
 
@@ -33,15 +36,16 @@ def silent_port() -> Iterator[int]:
         yield int(s.getsockname()[1])
 
 
-def _open(uri: str, caplog: pytest.LogCaptureFixture, **kw: bool) -> tuple[storage.DLError, str, list[str]]:
+def _open(uri: str, caplog: pytest.LogCaptureFixture, create: bool = True) -> tuple[storage.DLError, str, list[str]]:
     """(error, the one WARNING, the timeline) of opening ``uri``, which must fail no sooner than the timeout."""
     caplog.clear()
     caplog.set_level(logging.WARNING, logger=LOGGER)
     with Timeline().logging_to(LOGGER) as timeline:
         started = time.monotonic()
-        timeline.mark_after(TIMEOUT_S / 2, "halfway")
         with pytest.raises(storage.MetadataConnectionError) as err:
-            finishes(lambda: storage.open_namespace(uri, {"zkSessionTimeoutSeconds": TIMEOUT_S}, **kw), "the open")
+            finishes(
+                lambda: storage.open_namespace(uri, {"zkSessionTimeoutSeconds": TIMEOUT_S}, create=create), "the open"
+            )
         timeline.mark("gave up")
         assert time.monotonic() - started >= TIMEOUT_S - 0.1  # not before the timeout
     warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
@@ -61,7 +65,7 @@ def test_nothing_listening_warns_early_then_fails_after_the_timeout(
     )
     assert isinstance(err, storage.MetadataError) and err.retriable is True
     assert warning == (f"waiting for ZooKeeper at {hosts} (connection refused); giving up after {TIMEOUT_S} s")
-    assert timeline == ["warning", "halfway", "gave up"]  # said early in the wait, not when giving up
+    assert timeline == ["warning", "gave up"]
 
 
 def test_several_servers_and_a_silent_one(caplog: pytest.LogCaptureFixture, silent_port: int) -> None:
@@ -73,7 +77,37 @@ def test_several_servers_and_a_silent_one(caplog: pytest.LogCaptureFixture, sile
         err
     )
     assert warning == f"waiting for ZooKeeper at {hosts} ({reason}); giving up after {TIMEOUT_S} s"
-    assert timeline == ["warning", "halfway", "gave up"]
+    assert timeline == ["warning", "gave up"]
+
+
+def test_the_warning_comes_while_the_open_can_still_succeed(
+    zk_server: ZooKeeperServer, zk_chroot: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The WARNING is said during the wait, which goes on trying: making the server reachable once it is seen lets
+    the same open succeed (a warning said only when the open gives up would come too late for that)."""
+    storage.bind_namespace(f"distributedlog://{zk_server.hosts}{zk_chroot}", segments=f"file://{tmp_path}/segments")
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    session_s = 30  # what the open may wait: far beyond the warning's half second and the reconnect after it
+    with TcpRelay(zk_server.hosts) as relay, Timeline().logging_to(LOGGER) as timeline:
+        relay.cut()  # the server is there, but every connection is closed at once: no session
+
+        def make_reachable() -> None:
+            relay.heal()
+            timeline.mark("server reachable")
+
+        timeline.on("warning", make_reachable)
+        uri = f"distributedlog://{relay.hosts}{zk_chroot}"
+        ns = finishes(lambda: storage.open_namespace(uri, {"zkSessionTimeoutSeconds": session_s}), "the open")
+        timeline.mark("opened")
+        timeline.join()
+        with ns:
+            assert ns.list_logs() == []
+        assert timeline.events == ["warning", "server reachable", "opened"]
+        assert relay.accepted >= 2  # refused while cut, then served
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+    assert warnings == [
+        f"waiting for ZooKeeper at {relay.hosts} (reachable, but no ZooKeeper session); giving up after {session_s} s"
+    ]
 
 
 def test_bind_gives_the_same_error(caplog: pytest.LogCaptureFixture) -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from storage.cold import ColdLocation, ColdStore, open_cold_store
-from storage.cold.arrowfs import _translate
+from storage.cold.arrowfs import ArrowColdStore, _translate
 from storage.cold.segment_object import ColdSegment, SegmentObjectWriter
 from storage.config import Config
 from storage.errors import (
@@ -27,6 +28,7 @@ def test_put_verified_range_stat_list_delete(cold_store: ColdStore) -> None:
     data = bytes(range(256)) * 4096 + b"tail"  # ~1 MiB
     put = cold_store.put_verified("a/one.obj", [data[:1000], memoryview(data)[1000:]])
     assert put.size == len(data) and put.sha256 == hashlib.sha256(data).hexdigest()
+    assert cold_store.digest("a/one.obj") == put.sha256  # what is stored, read back, is what was given
     assert cold_store.stat("a/one.obj").size == len(data)
     assert cold_store.read_range("a/one.obj", 1000, 5) == data[1000:1005]
     assert cold_store.read_range("a/one.obj", len(data) - 2, 10) == b"il"  # short only at the end
@@ -43,6 +45,47 @@ def test_put_verified_range_stat_list_delete(cold_store: ColdStore) -> None:
     cold_store.delete("a/one.obj")  # missing: not an error
     assert [o.key for o in cold_store.list()] == ["a/two.obj", "b/three.obj"]
     assert cold_store.digest("a/two.obj") == hashlib.sha256(b"x").hexdigest()
+
+
+class _DamagingColdStore(ArrowColdStore):
+    """A real cold store (the same directory or bucket) that damages what it is given on the way in, as a bad disk
+    or a faulty proxy in front of S3 would: ``damage`` turns the bytes of a put into the bytes stored."""
+
+    def __init__(self, uri: str, conf: dict[str, Any], damage: Callable[[bytes], bytes]) -> None:
+        cfg = Config.from_dict(conf)
+        access, secret = cfg.get("coldStoreAccessKey"), cfg.get("coldStoreSecretKey")
+        super().__init__(
+            ColdLocation.parse(uri),
+            access_key=None if access is None else str(access),
+            secret_key=None if secret is None else str(secret),
+        )
+        self._damage = damage
+
+    def put(self, key: str, chunks: Iterable[bytes | memoryview]) -> int:
+        return super().put(key, [self._damage(b"".join(bytes(c) for c in chunks))])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda b: b[:-1] + bytes([b[-1] ^ 0x01]), lambda b: b[:-7]],
+    ids=["a-flipped-bit", "a-lost-tail"],
+)
+def test_put_verified_refuses_what_reads_back_different(
+    cold_uri: str, cold_conf: dict[str, Any], damage: Callable[[bytes], bytes]
+) -> None:
+    """The read-back check: an object stored other than it was given (the same size with a bit flipped, or short)
+    is deleted and the put fails, retriable (a later offload writes it again); the same bytes stored intact pass."""
+    data = bytes(range(256)) * 64
+    with _DamagingColdStore(cold_uri, cold_conf, damage) as store:
+        with pytest.raises(ColdStoreError, match="read back differs from what was written") as failed:
+            store.put_verified("d/one.obj", [data[:100], data[100:]])
+        assert failed.value.retriable is True
+        with pytest.raises(ColdObjectNotFoundError):
+            store.stat("d/one.obj")  # not left behind for a reader to trust
+        assert store.list() == []
+    with open_cold_store(cold_uri, Config.from_dict(cold_conf)) as intact:
+        assert intact.put_verified("d/one.obj", [data]).sha256 == hashlib.sha256(data).hexdigest()
+        assert intact.read_range("d/one.obj", 0, len(data)) == data
 
 
 def test_missing_objects_and_bad_keys(cold_store: ColdStore) -> None:

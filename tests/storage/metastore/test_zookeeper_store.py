@@ -35,6 +35,7 @@ from storage.metastore.zookeeper import (
     member_prefix,
 )
 from tests.storage.metastore._stores import WAIT_S, ZK_FAST, OpenZkStore, until, watch_probe
+from tests.storage.observe import wait_parked_in
 from tests.zk import ZooKeeperServer, expire_session, free_port
 
 
@@ -168,7 +169,8 @@ def test_lock_waiters_in_order_and_forever(open_zk_store: OpenZkStore) -> None:
     tc = threading.Thread(target=take, args=(c, "c"))
     tc.start()
     assert until(lambda: len(a.children("/l")) == 3)
-    time.sleep(0.2)
+    for t in (tb, tc):  # each looked at the members after joining them, and waits for the one before it
+        wait_parked_in(t, "_wait_for_member", "storage/metastore/_zk_lock.py")
     assert got == []
     lk_a.release()
     tb.join(WAIT_S)

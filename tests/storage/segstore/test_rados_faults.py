@@ -4,21 +4,28 @@ bytes. Destructive tests restart every OSD they kill before they end."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import signal
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
+from types import FrameType
 from typing import Any
 
 import pytest
 
 from storage.errors import CorruptedEntryError, SegmentStoreError
 from storage.segstore._rados_io import part_oid
+from storage.segstore._rados_writer import RadosLedgerWriter
 from storage.segstore.rados import RadosLocation, RadosSegmentStore
 from tests.storage._damage import flip_payload_byte
+from tests.storage.observe import finishes, wait_until
 from tests.storage.segstore._child import payload
 from tests.storage.segstore.conftest import rados_store
 
@@ -69,11 +76,12 @@ class Pump:
             self.error = exc
 
     def wait_acks(self, n: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.acked) < n:
-            assert self.error is None, self.error
-            assert time.monotonic() < deadline, f"only {len(self.acked)} of {n} acks"
-            time.sleep(0.01)
+        def enough() -> bool:
+            if self.error is not None:
+                raise AssertionError(f"the pump failed after {len(self.acked)} acks") from self.error
+            return len(self.acked) >= n
+
+        wait_until(enough, f"{n} acks", timeout)
 
     def stop(self) -> None:
         self._stop.set()
@@ -204,6 +212,7 @@ def test_damaged_object_bytes_raise_at_that_entry(rados_location: RadosLocation,
 def test_a_ledger_spans_several_objects(rados_location: RadosLocation) -> None:
     """Rolled, not striped: every data object stays under the limit; entries never straddle two."""
     with rados_store(rados_location) as store:
+        assert isinstance(store, RadosSegmentStore)
         writer = store.create_ledger()
         lid = writer.ledger_id
         for f in [writer.append_async(payload(lid, i, 50_000)) for i in range(100)]:
@@ -242,6 +251,7 @@ def test_pipelined_appends_stay_in_order(rados_location: RadosLocation) -> None:
     acknowledged and stored in entry order, across object rolls."""
     with rados_store(rados_location, max_in_flight=8, max_write_bytes=64 * 1024) as store:
         writer = store.create_ledger()
+        assert isinstance(writer, RadosLedgerWriter)
         lid = writer.ledger_id
         futures = [writer.append_async(payload(lid, i, SIZE)) for i in range(4000)]
         assert [f.result(timeout=60) for f in futures] == list(range(4000))
@@ -250,27 +260,60 @@ def test_pipelined_appends_stay_in_order(rados_location: RadosLocation) -> None:
     assert read_back(rados_location, lid) == list(range(4000))
 
 
+def _read_to_end(fd: int) -> bytes:
+    """Everything written to the pipe ``fd`` until its writers closed it."""
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def test_forked_child_never_touches_the_parents_client(rados_location: RadosLocation) -> None:
     """Spark forks Python workers from a daemon: a store inherited across fork refuses use with a
     clear error and closes without touching librados; the parent's client goes on working."""
-    import os
-
     with rados_store(rados_location) as store:
+        assert isinstance(store, RadosSegmentStore)
         writer = store.create_ledger()
         writer.append(b"before fork")
         store.watch(lambda _lid: None)  # a live watch the child inherits
+        r, w = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: report by exit code only
-            code = 1
+        if pid == 0:  # the child: reports through the pipe what it saw and what its close called
+            error, touched, client = "", [], ""
             try:
-                store.info(writer.ledger_id)
-            except SegmentStoreError as exc:
-                code = 0 if "forked child" in str(exc) else 2
-            started = time.monotonic()
-            store.close()
-            os._exit(code if time.monotonic() - started < 1 else 3)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+                os.close(r)
+                try:
+                    store.info(writer.ledger_id)
+                except SegmentStoreError as exc:
+                    error = str(exc)
+
+                def profile(frame: FrameType, event: str, arg: object) -> None:
+                    module = str(frame.f_globals.get("__name__", ""))
+                    if event == "call" and module.startswith("storage.segstore._rados"):
+                        touched.append(f"{module}.{frame.f_code.co_qualname}")
+
+                sys.setprofile(profile)
+                try:
+                    store.close()
+                finally:
+                    sys.setprofile(None)
+                client = store._cluster.state  # the parent's librados client, as the child sees it
+            finally:
+                os.write(w, json.dumps({"error": error, "touched": touched, "client": client}).encode())
+                os._exit(0)
+        os.close(w)
+        try:
+            report = json.loads(finishes(lambda: _read_to_end(r), "the forked child's report"))
+            finishes(lambda: os.waitpid(pid, 0), "the forked child's exit")
+        finally:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):  # still running: a hang
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            os.close(r)  # after the child ended: a read still waiting on it has seen the end
+        assert "forked child" in report["error"], report
+        assert report["touched"] == []  # its close called nothing of the store's librados layer ...
+        assert report["client"] == "connected"  # ... and did not shut the parent's client down
         writer.append(b"after fork")
         assert writer.close() == 1
         assert [d for _, d in store.read_entries(writer.ledger_id, 0, 1)] == [b"before fork", b"after fork"]
