@@ -115,8 +115,6 @@ class Stream:
         with self._lock:
             self.state = State.ACQUIRING
         try:
-            if not create and not self._ns.log_exists(self.name):
-                raise LogNotFoundError(f"log {self.name!r} does not exist (create it, or write with create_if_missing)")
             overrides: dict[str, object] = {"lockTimeoutSeconds": 0, "createStreamIfNotExists": create}
             if not self._conf.is_set("enableImmediateFlush") and not self._conf.is_set(
                 "periodicFlushFrequencyMilliSeconds"
@@ -124,7 +122,12 @@ class Stream:
                 overrides["enableImmediateFlush"] = True  # readers see acknowledged writes at once
             dlm = self._ns.open_log(self.name, self._conf.with_overrides(overrides))
             try:
-                writer = dlm.open_async_writer()
+                try:
+                    writer = dlm.open_async_writer()
+                except LogNotFoundError as e:
+                    raise LogNotFoundError(
+                        f"log {self.name!r} does not exist (create it, or write with create_if_missing)"
+                    ) from e
                 try:
                     t0 = time.monotonic()
                     markers = self.table.rebuild(dlm)

@@ -16,6 +16,7 @@ from storage.errors import (
     LedgerNotFoundError,
     LogEmptyError,
     LogNotFoundError,
+    NoNodeError,
 )
 from storage.formats.dlsn import DLSN
 from storage.formats.entry import decode_entry
@@ -33,6 +34,8 @@ from storage.log.writer import AsyncLogWriter, LogWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from storage.metastore.base import OwnershipLock
 
 
 class LogManager:
@@ -71,15 +74,15 @@ class LogManager:
             SegmentStoreError:
         """
         self._check_open()
-        if not self._meta.exists():
-            if not self.conf.get("createStreamIfNotExists"):
-                raise LogNotFoundError(f"log {self.name!r} does not exist")
-            self._ns.create_log(self.name, exist_ok=True)
         lock = None
         if self.conf.get("writeLockEnabled"):
-            lock = self._ns.metastore.lock(
-                self._meta.paths.lock, self._ns.client_id, float(self.conf.get("lockTimeoutSeconds"))
-            )
+            try:  # the lock first: its node exists when the log does, so the common case reads nothing more
+                lock = self._take_lock()
+            except NoNodeError:
+                self._create_missing()
+                lock = self._take_lock()
+        elif not self._meta.exists():
+            self._create_missing()
         conf = self.conf if self.dynamic is None else self.dynamic.current
         unsubscribe: Callable[[], None] | None = None
 
@@ -100,6 +103,18 @@ class LogManager:
             writer.reconfigure(self.dynamic.current)  # a change between the read above and subscribing
         self._remember(writer)
         return writer
+
+    def _take_lock(self) -> OwnershipLock:
+        """The log's write lock (waits up to ``lockTimeoutSeconds``). Raises NoNodeError when the log is missing."""
+        return self._ns.metastore.lock(
+            self._meta.paths.lock, self._ns.client_id, float(self.conf.get("lockTimeoutSeconds"))
+        )
+
+    def _create_missing(self) -> None:
+        """Create this missing log if ``createStreamIfNotExists``; else raise LogNotFoundError."""
+        if not self.conf.get("createStreamIfNotExists"):
+            raise LogNotFoundError(f"log {self.name!r} does not exist")
+        self._ns.create_log(self.name, exist_ok=True)
 
     def _outstanding(self) -> OutstandingWrites | None:
         """A new writer's outstanding-write counter (None: no per-writer or namespace limit)."""

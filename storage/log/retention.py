@@ -104,12 +104,14 @@ def purge_older_than(
     if timestamp_ms >= now_ms:
         raise InvalidArgumentError(f"purge timestamp {timestamp_ms} is not in the past (now is {now_ms})")
     explicit = bool(conf.get("explicitTruncationByApp"))
+    candidates = purge_candidates(meta.segments())
+    if not any(seg.completion_time_ms < timestamp_ms for seg in candidates):
+        return []  # nothing old enough (the cold purge's cutoff is no later): no need to read the subscribers
     needed_from = None  # lssn of the oldest segment a subscriber still needs
     if not conf.get("retentionIgnoresSubscribers"):
         positions = SubscriptionsStore(meta.store, meta.paths).list().values()
         needed_from = min((p.lssn for p in positions), default=None)
     purged = []
-    candidates = purge_candidates(meta.segments())
     tiered = segstore if isinstance(segstore, TieredSegmentStore) else None
     for seg in candidates:
         truncated = seg.truncation_status == TruncationStatus.TRUNCATED
@@ -207,16 +209,20 @@ class TtlPurger:
         """Change ``logSegmentRetentionHours`` (dynamic configuration): the next trigger uses it."""
         self._hours = hours
 
-    def trigger(self, now_ms: int) -> None:
+    def trigger(self, now_ms: int, segments: list[LogSegmentMetadata] | None = None) -> None:
         """Start a purge of segments older than ``now - retention`` unless one is running (and, with a cold store,
-        a background offload)."""
+        a background offload). ``segments``: the log's segments as the caller just read them, if it did; when
+        none of them may be purged yet, no purge starts (and nothing is read)."""
         if self.offloader is not None:
             self.offloader.trigger()
-        if self._hours <= 0 or not self._running.acquire(blocking=False):
+        if self._hours <= 0:
             return
         cutoff = now_ms - int(self._hours * 3600 * 1000)
         if cutoff >= now_ms:
-            self._running.release()
+            return
+        if segments is not None and not any(s.completion_time_ms < cutoff for s in purge_candidates(segments)):
+            return
+        if not self._running.acquire(blocking=False):
             return
 
         def run() -> None:

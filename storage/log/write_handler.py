@@ -100,6 +100,15 @@ class WriteHandler:
         self.conf = conf
         self.lock = lock
         self.last_rollover_ms = now_ms()
+        #: The log's (completed) segments as the last segment start read them, before adding its own: what a
+        #: retention check right after the start may go by instead of reading them again (None: none started).
+        self.segments_at_start: list[LogSegmentMetadata] | None = None
+        #: The log's segments as this handler last read or changed them (None: read them again). Only the lock's
+        #: holder adds or completes segments; others (a purge, a truncation) only remove or mark old completed
+        #: ones, which starting and completing do not go by.
+        self._known: list[LogSegmentMetadata] | None = None
+        #: The version of ``/allocation`` as recovery left it (empty), for the first segment start; None: read it.
+        self._allocation: int | None = None
 
     @property
     def name(self) -> str:
@@ -149,11 +158,17 @@ class WriteHandler:
         self.confirm_ownership(f"recovering log {self.name!r}")
         self._cleanup_allocation()
         last_txid = -1
-        for seg in self.meta.segments():
+        segments = self.meta.segments()
+        recovered = False
+        for seg in segments:
             if seg.in_progress:
                 seg = self.recover_segment(seg)
+                recovered = True
             last_txid = max(last_txid, seg.last_txid)
-        completed = [s for s in self.meta.segments() if not s.in_progress]
+        if recovered:
+            segments = self.meta.segments()
+        self._known = segments
+        completed = [s for s in segments if not s.in_progress]
         if completed:
             self.last_rollover_ms = max(s.completion_time_ms for s in completed)
         return last_txid
@@ -183,11 +198,12 @@ class WriteHandler:
     def _cleanup_allocation(self) -> None:
         alloc = self.meta.allocation()
         if not alloc.value:
+            self._allocation = alloc.version
             return
         ledger_id = int(alloc.value)
         if all(s.ledger_id != ledger_id for s in self.meta.segments()):
             self.segstore.delete_ledger(ledger_id)
-        self.meta.set_allocation(None, alloc.version)
+        self._allocation = self.meta.set_allocation(None, alloc.version)
 
     # --- start ----------------------------------------------------------------------------
     def start_segment(self, txid: int, *, for_eos: bool = False) -> tuple[LogSegmentMetadata, LedgerWriter]:
@@ -231,19 +247,22 @@ class WriteHandler:
                     last_txid=max_txid.value,
                 )
             max_lssn = self.meta.max_lssn()
-            segments = self.meta.segments()
+            segments = self._segments()
             if any(s.in_progress for s in segments):
                 raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
+            self.segments_at_start = segments
             nxt = self._next_lssn(segments)
             if (segments or max_lssn.value != 0) and max_lssn.value + 1 != nxt:
                 raise IllegalStateError(
                     f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
                 )
-            alloc = self.meta.allocation()
+            version, self._allocation = self._allocation, None
+            if version is None:
+                version = self.meta.allocation().version
             # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
             # that recovery (_cleanup_allocation) does not know about
             ledger_id = self.segstore.allocate_ledger_id()
-            alloc_version = self.meta.set_allocation(ledger_id, alloc.version)
+            alloc_version = self.meta.set_allocation(ledger_id, version)
         except MetadataConnectionError as e:
             raise _NotAppliedError(e) from e  # no ledger made yet; a later attempt overwrites /allocation
         ledger = self.segstore.create_ledger(ledger_id)
@@ -263,6 +282,7 @@ class WriteHandler:
             ledger.abort()
             self.segstore.delete_ledger(ledger.ledger_id)
             raise
+        self._known = sorted([*segments, seg], key=LogSegmentMetadata.sort_key)
         return seg, ledger
 
     def _settle_start(
@@ -327,8 +347,14 @@ class WriteHandler:
                 log.info("%s: the connection to ZooKeeper failed under it (%s); trying again", what, e)
         self.last_rollover_ms = now_ms()
 
+    def _segments(self) -> list[LogSegmentMetadata]:
+        """The log's segments: as this handler knows them, else read. Forgets them until a change of this
+        handler's succeeds and says what they are now."""
+        known, self._known = self._known, None
+        return known if known is not None else self.meta.segments()
+
     def _complete(self, seg: LogSegmentMetadata, last_txid: int, count: int, last_dlsn: DLSN) -> LogSegmentMetadata:
-        segments = self.meta.segments()
+        segments = self._segments()
         start_seq = compute_start_sequence_id(segments, seg)
         done = seg.complete(
             last_txid=last_txid,
@@ -340,4 +366,7 @@ class WriteHandler:
             path=self.meta.paths.segment(LogSegmentMetadata.completed_name(seg.lssn)),
         )
         self.meta.complete_segment(seg, done)
+        self._known = sorted(
+            (done if s.lssn == seg.lssn and s.in_progress else s for s in segments), key=LogSegmentMetadata.sort_key
+        )
         return done

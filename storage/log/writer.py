@@ -448,7 +448,7 @@ class AsyncLogWriter:
         if self._immediate:
             seg.on_data_acked.append(self._want_commit)
         self._seg = seg
-        self._purger.trigger(now_ms())
+        self._purger.trigger(now_ms(), self._h.segments_at_start)
         return seg
 
     def _want_commit(self) -> None:

@@ -521,8 +521,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise InvalidArgumentError(f"client_id must be a str, not {type(client_id).__name__}")
         if not _zk_connect.is_number(timeout_s) or math.isnan(timeout_s):
             raise InvalidArgumentError(f"timeout_s must be a number, not {timeout_s!r}")
-        if self.exists(path) is None:
-            raise NoNodeError(f"no lock node {path}")
+        # no existence check first: creating our member under a missing node fails with NoNodeError anyway
         return self._locking.acquire(path, self._z(path), client_id, timeout_s)
 
     # --- watches --------------------------------------------------------------------------
