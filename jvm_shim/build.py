@@ -34,6 +34,13 @@ JAVA_RESOURCES = PACKAGE_DIR / "java" / "src" / "main" / "resources"
 JAR_NAME = "distributedlog-jvm-shim.jar"
 #: Where the jar is built by default (shipped inside the package by ``pip install .``).
 DEFAULT_JAR = PACKAGE_DIR / "lib" / JAR_NAME
+#: The second target: the Spark Real-Time Mode source (``format("distributedlog-rt")``), compiled against the
+#: shim's jar and pyspark's jars into a jar of its own (:func:`build_spark_rt_jar`, :func:`spark_rt_jar_path`).
+SPARK_RT_DIR = PACKAGE_DIR / "java" / "spark-rt" / "src" / "main"
+SPARK_RT_SOURCES = SPARK_RT_DIR / "java"
+SPARK_RT_RESOURCES = SPARK_RT_DIR / "resources"
+SPARK_RT_JAR_NAME = "distributedlog-spark-rt.jar"
+DEFAULT_SPARK_RT_JAR = PACKAGE_DIR / "lib" / SPARK_RT_JAR_NAME
 #: The Java release the classes target.
 JAVA_RELEASE = "17"
 
@@ -307,14 +314,83 @@ def _pack(classes: Path, jar: Path) -> None:
                 zf.write(f, f.relative_to(classes).as_posix())
 
 
+# --- the Spark Real-Time Mode source's jar ----------------------------------------------------------
+def pyspark_jars_dir() -> Path:
+    """pyspark's ``jars/`` directory (Spark's own jars, which the source is compiled against).
+
+    Raises:
+        JavaBuildError: pyspark is not installed (or has no ``jars/``).
+    """
+    dirs = _pyspark_jar_dirs()
+    if not dirs:
+        raise JavaBuildError("pyspark's jars/ directory was not found (pip install pyspark)")
+    return dirs[0]
+
+
+def build_spark_rt_jar(out: Path | None = None, *, shim_jar: Path | None = None, force: bool = False) -> Path:
+    """Compile the Spark Real-Time Mode source (``jvm_shim/java/spark-rt``) into ``out`` (default
+    :data:`DEFAULT_SPARK_RT_JAR`) against ``shim_jar`` (default: the shim's jar, built first if needed) and
+    pyspark's jars; returns its path. Up-to-date jars are left alone, as :func:`build_jar` does.
+
+    Raises:
+        JavaBuildError: no ``javac``, no sources, no py4j jar, no pyspark, or a compile error.
+    """
+    shim = shim_jar if shim_jar is not None else build_jar()
+    return build_jar(
+        out or DEFAULT_SPARK_RT_JAR,
+        src_dir=SPARK_RT_SOURCES,
+        resources_dir=SPARK_RT_RESOURCES,
+        classpath=[shim, pyspark_jars_dir() / "*"],
+        force=force,
+    )
+
+
+def spark_rt_jar_path(shim_jar: Path | None = None) -> Path:
+    """The Spark Real-Time Mode source's jar, ``jvm_shim/lib/distributedlog-spark-rt.jar``, (re)built when missing
+    or older than its sources (under ``~/.cache/distributedlog/jvm-shim/`` when the package directory is
+    read-only); a jar that exists is returned as it is when no JDK is present to rebuild it. ``shim_jar``: the
+    shim's jar it is compiled against (default :data:`DEFAULT_JAR`, built if needed).
+
+    Raises:
+        JavaBuildError: the jar must be built and cannot be (no ``javac``, no pyspark, a compile error).
+    """
+    packaged = DEFAULT_SPARK_RT_JAR
+    probe = packaged.parent
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        target = packaged
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        key = hashlib.sha256(str(PACKAGE_DIR).encode()).hexdigest()[:16]
+        target = base / "distributedlog" / "jvm-shim" / key / SPARK_RT_JAR_NAME
+    candidates = [packaged] if target == packaged else [target, packaged]
+    if not java_sources(SPARK_RT_SOURCES) or find_tool("javac") is None:
+        for jar in candidates:
+            if jar.is_file():
+                return jar
+        if not java_sources(SPARK_RT_SOURCES):
+            raise JavaBuildError(f"the jar {packaged} is missing and there are no Java sources to build it")
+    for jar in candidates:
+        if not is_stale(jar, SPARK_RT_SOURCES, SPARK_RT_RESOURCES):
+            return jar
+    return build_spark_rt_jar(target, shim_jar=shim_jar)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jvm_shim.build [OUT.jar] [--force]``: build the jar (in place by default)."""
     parser = argparse.ArgumentParser(prog="python -m jvm_shim.build", description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", type=Path, default=None, help=f"the jar to write (default {DEFAULT_JAR})")
     parser.add_argument("--force", action="store_true", help="rebuild even when the jar is up to date")
+    parser.add_argument(
+        "--spark-rt",
+        action="store_true",
+        help=f"build the Spark Real-Time Mode source's jar instead (default {DEFAULT_SPARK_RT_JAR})",
+    )
     args = parser.parse_args(argv)
     try:
-        jar = build_jar(args.out, force=args.force)
+        build = build_spark_rt_jar if args.spark_rt else build_jar
+        jar = build(args.out, force=args.force)
     except JavaBuildError as e:
         print(f"jvm_shim.build: error: {e}", file=sys.stderr)
         return 1

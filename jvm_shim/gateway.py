@@ -109,6 +109,7 @@ class Gateway(HandleTable):
             "namespace.deleteLog": self._ns_delete_log,
             "namespace.logExists": self._ns_log_exists,
             "namespace.getLogs": self._ns_get_logs,
+            "namespace.advanceSubscriber": self._ns_advance_subscriber,
             "log.open": self._log_open,
             "log.close": self._log_close,
             "log.lastDLSN": self._log_last_dlsn,
@@ -232,6 +233,16 @@ class Gateway(HandleTable):
 
     def _ns_get_logs(self, args: dict[str, Any], data: bytes) -> bytes:
         return protocol.ok({"logs": self._ns(args).ns.list_logs()})
+
+    def _ns_advance_subscriber(self, args: dict[str, Any], data: bytes) -> bytes:
+        positions = args.get("positions")
+        if not isinstance(positions, dict) or not positions:
+            raise InvalidArgumentError(
+                f"argument 'positions' must be a non-empty object {{log: dlsn}}, got {positions!r}"
+            )
+        targets = {str(name): _dlsn(positions, str(name)) for name in positions}
+        moved = self._ns(args).ns.subscriber_positions(_str(args, "subscriber")).advance(targets)
+        return protocol.ok({"moved": sorted(moved)})
 
     # --- log.* ------------------------------------------------------------------------------------
     def _log_open(self, args: dict[str, Any], data: bytes) -> bytes:

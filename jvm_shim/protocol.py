@@ -60,6 +60,8 @@ op                                args                             result
 ``namespace.deleteLog``           ``ns``, ``name``                 -
 ``namespace.logExists``           ``ns``, ``name``                 ``{"exists": bool}``
 ``namespace.getLogs``             ``ns``                           ``{"logs": [str]}``
+``namespace.advanceSubscriber``   ``ns``, ``subscriber``,          ``{"moved": [str]}`` (the logs
+                                  ``positions`` (``{log: DLSN}``)  whose position moved)
 ``log.open``                      ``ns``, ``name``                 ``{"log": handle}``
 ``log.close``                     ``log``                          -
 ``log.lastDLSN``                  ``log``                          ``{"dlsn": str}``
@@ -87,6 +89,11 @@ op                                args                             result
                                   one record is returned)
 ``reader.close``                  ``reader``                       -
 ================================  ===============================  ================================
+
+``namespace.advanceSubscriber`` moves the subscriber ``subscriber`` (a query's ``subscriberId``) forward
+to ``positions[log]`` in each log's subscriptions store, as the Spark source records its committed positions
+(a lower or equal position changes nothing; :meth:`storage.Namespace.subscriber_positions`); a log that does
+not exist fails the call with ``LogNotFoundError`` after the others were advanced.
 
 ``writer.write`` queues the records on the log's async writer and returns at once with a batch
 number (batches of one writer are numbered 1, 2, ... in call order); ``writer.await`` blocks until

@@ -136,7 +136,7 @@ def records(first_txid: int, n: int, step: int = 3) -> list[LogRecord]:
 def test_every_operation_of_the_protocol_is_served(gw: Gateway) -> None:
     doc = protocol.__doc__ or ""
     table = set(re.findall(r"^``([a-zA-Z]+\.[a-zA-Z]+)``", doc, flags=re.MULTILINE))
-    assert len(table) == 27
+    assert len(table) == 28
     assert set(gw.operations) == table
 
 

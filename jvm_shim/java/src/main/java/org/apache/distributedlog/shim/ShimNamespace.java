@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
@@ -12,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import org.apache.distributedlog.DLSN;
 import org.apache.distributedlog.DistributedLogConfiguration;
 import org.apache.distributedlog.api.DistributedLogManager;
 import org.apache.distributedlog.api.namespace.Namespace;
@@ -207,6 +210,30 @@ public final class ShimNamespace implements Namespace {
     public Iterator<String> getLogs() throws IOException {
         check();
         return Json.getStrings(conn.call("namespace.getLogs", args()).result, "logs").iterator();
+    }
+
+    /**
+     * Move the subscriber {@code subscriberId} forward to {@code positions.get(log)} in each log's subscriptions
+     * store ({@code namespace.advanceSubscriber}): what {@code dlog subscribers} / {@code dlog lag} show. A lower or
+     * equal position changes nothing.
+     *
+     * @return the logs whose position moved
+     * @throws org.apache.distributedlog.exceptions.LogNotFoundException a log does not exist (the others were
+     *         advanced)
+     * @throws IllegalArgumentException an invalid subscriber id, or an empty {@code positions}
+     * @throws IOException the gateway failed or is unreachable
+     */
+    public List<String> advanceSubscriber(String subscriberId, Map<String, DLSN> positions) throws IOException {
+        check();
+        Map<String, Object> a = args();
+        a.put("subscriber", subscriberId);
+        Map<String, Object> pos = new LinkedHashMap<>();
+        for (Map.Entry<String, DLSN> e : positions.entrySet()) {
+            DLSN d = e.getValue();
+            pos.put(e.getKey(), d.getLogSegmentSequenceNo() + "," + d.getEntryId() + "," + d.getSlotId());
+        }
+        a.put("positions", pos);
+        return Json.getStrings(conn.call("namespace.advanceSubscriber", a).result, "moved");
     }
 
     /**

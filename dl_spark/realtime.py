@@ -1,0 +1,109 @@
+"""Spark Real-Time Mode from Python: ``format("distributedlog-rt")``, the JVM source that reads DistributedLog logs.
+
+Spark's Real-Time Mode (``trigger(realTime="5 seconds")``) runs one long task per input partition for the whole
+batch and hands each record to the sink as soon as it is read. Only JVM sources take part: a Python data source
+such as ``format("distributedlog")`` is refused (``STREAMING_REAL_TIME_MODE.INPUT_STREAM_NOT_SUPPORTED``). The
+source ``distributedlog-rt`` is written in Java against DistributedLog's Java API (the ``jvm_shim`` jar, which starts
+one Python gateway process per driver or executor JVM), with the rows, offsets and option names of
+``format("distributedlog")``. Its jars must be on the session's ``spark.jars`` before the session starts::
+
+    from dl_spark import realtime
+
+    spark = realtime.configure(SparkSession.builder).getOrCreate()
+    df = realtime.read_stream(spark, "distributedlog-local:///data/ns", ["events"], startingOffsets="earliest")
+    df.writeStream.format("console").outputMode("update").trigger(realTime="5 seconds") \\
+        .option("checkpointLocation", "/tmp/ckpt").start()
+
+The jars are built on first use (a JDK >= 17 is needed then: :mod:`jvm_shim.build`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["FORMAT", "configure", "jar_paths", "read_stream"]
+
+#: The short name of the real-time source.
+FORMAT = "distributedlog-rt"
+
+_Target = TypeVar("_Target")
+
+
+def jar_paths() -> list[Path]:
+    """The jars the real-time source needs on the driver and the executors: the ``jvm_shim`` jar (DistributedLog's
+    Java API), the source's own jar and py4j's jar; the first two are built when missing or out of date.
+
+    Raises:
+        storage.errors.UnexpectedError: a jar must be built and cannot be (no JDK, no pyspark, a compile error),
+            or there is no py4j jar.
+    """
+    import jvm_shim
+    from jvm_shim import build
+    from storage.errors import UnexpectedError
+
+    shim = jvm_shim.jar_path()
+    try:
+        rt = build.spark_rt_jar_path(shim)
+    except build.JavaBuildError as e:
+        raise UnexpectedError(f"cannot build the {FORMAT} jar: {e}") from e
+    return [shim, rt, jvm_shim.py4j_jar()]
+
+
+def configure(target: _Target) -> _Target:
+    """Add :func:`jar_paths` to ``spark.jars`` of ``target``, a ``SparkSession.Builder`` (returned, to chain
+    ``.getOrCreate()``); jars already listed there are kept. For a ``SparkSession`` that is running, check that its
+    ``spark.jars`` has them (Spark loads ``spark.jars`` only when the session starts) and return it.
+
+    Raises:
+        ValueError: ``target`` is a running session whose ``spark.jars`` lacks the source's jars (the message says
+            to configure the builder before the session starts), or is neither a builder nor a session.
+        storage.errors.UnexpectedError: as :func:`jar_paths`.
+    """
+    from pyspark.sql import SparkSession
+
+    jars = [str(p) for p in jar_paths()]
+    if isinstance(target, SparkSession):
+        have = [j for j in target.sparkContext.getConf().get("spark.jars", "").split(",") if j]
+        names = {Path(j.removeprefix("file:")).name for j in have}
+        missing = [j for j in jars if Path(j).name not in names]
+        if missing:
+            raise ValueError(
+                f"this SparkSession was started without the jars of format {FORMAT} ({', '.join(missing)}): "
+                "spark.jars is read only when a session starts; call realtime.configure(SparkSession.builder) "
+                "before getOrCreate() (or pass them to spark-submit --jars)"
+            )
+        return target
+    if not isinstance(target, SparkSession.Builder):
+        raise ValueError(f"configure() takes a SparkSession.Builder or a SparkSession, got {type(target).__name__}")
+    options = getattr(target, "_options", {})
+    existing = [j for j in str(options.get("spark.jars", "")).split(",") if j]
+    merged = existing + [j for j in jars if j not in existing]
+    target.config("spark.jars", ",".join(merged))
+    return target
+
+
+def read_stream(
+    spark: SparkSession,
+    uri: str,
+    streams: str | Sequence[str] | None = None,
+    **options: str | int | bool,
+) -> DataFrame:
+    """``spark.readStream.format("distributedlog-rt")`` on the logs ``streams`` (a list, or a comma-separated
+    string; None: give ``streamPattern=...``) of the namespace ``uri``, with ``options`` (``startingOffsets``,
+    ``startingTxId``, ``failOnDataLoss``, ``subscriberId``, ``streamPattern``, ``dlog.<key>`` as
+    ``**{"dlog.key": value}``). Booleans are passed as ``true`` / ``false``.
+
+    The source checks its options when the query starts: a bad or micro-batch-only one (``maxRecordsPerTrigger``,
+    ``endingOffsets``...) fails it with ``IllegalArgumentException`` naming the option.
+    """
+    reader = spark.readStream.format(FORMAT).option("uri", uri)
+    if streams is not None:
+        reader = reader.option("streams", streams if isinstance(streams, str) else ",".join(streams))
+    for key, value in options.items():
+        reader = reader.option(key, ("true" if value else "false") if isinstance(value, bool) else str(value))
+    return reader.load()
