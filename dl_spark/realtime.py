@@ -60,11 +60,14 @@ def configure(target: _Target) -> _Target:
     ``spark.jars`` has them (Spark loads ``spark.jars`` only when the session starts) and return it.
 
     Raises:
-        ValueError: ``target`` is a running session whose ``spark.jars`` lacks the source's jars (the message says
-            to configure the builder before the session starts), or is neither a builder nor a session.
+        storage.errors.InvalidArgumentError: ``target`` is a running session whose ``spark.jars`` lacks the
+            source's jars (the message says to configure the builder before the session starts), or is neither a
+            builder nor a session.
         storage.errors.UnexpectedError: as :func:`jar_paths`.
     """
     from pyspark.sql import SparkSession
+
+    from storage.errors import InvalidArgumentError
 
     jars = [str(p) for p in jar_paths()]
     if isinstance(target, SparkSession):
@@ -72,14 +75,16 @@ def configure(target: _Target) -> _Target:
         names = {Path(j.removeprefix("file:")).name for j in have}
         missing = [j for j in jars if Path(j).name not in names]
         if missing:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"this SparkSession was started without the jars of format {FORMAT} ({', '.join(missing)}): "
                 "spark.jars is read only when a session starts; call realtime.configure(SparkSession.builder) "
                 "before getOrCreate() (or pass them to spark-submit --jars)"
             )
         return target
     if not isinstance(target, SparkSession.Builder):
-        raise ValueError(f"configure() takes a SparkSession.Builder or a SparkSession, got {type(target).__name__}")
+        raise InvalidArgumentError(
+            f"configure() takes a SparkSession.Builder or a SparkSession, got {type(target).__name__}"
+        )
     options = getattr(target, "_options", {})
     existing = [j for j in str(options.get("spark.jars", "")).split(",") if j]
     merged = existing + [j for j in jars if j not in existing]
