@@ -27,6 +27,7 @@ from storage.errors import (
     IllegalStateError,
     LedgerNotFoundError,
     MetadataConnectionError,
+    MetadataVersionError,
     TransactionIdOutOfOrderError,
     UnexpectedError,
 )
@@ -248,6 +249,8 @@ class WriteHandler:
                 )
             max_lssn = self.meta.max_lssn()
             segments = self._segments()
+            if segments and segments[-1].lssn != max_lssn.value:  # changed behind this handler: read them
+                segments = self.meta.segments()
             if any(s.in_progress for s in segments):
                 raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
             self.segments_at_start = segments
@@ -256,13 +259,18 @@ class WriteHandler:
                 raise IllegalStateError(
                     f"unexpected max log segment sequence number {max_lssn.value} for {self.name!r}: expected {nxt - 1}"
                 )
-            version, self._allocation = self._allocation, None
-            if version is None:
-                version = self.meta.allocation().version
+            known, self._allocation = self._allocation, None
+            version = self.meta.allocation().version if known is None else known
             # id first, recorded in /allocation, then the ledger: a crash anywhere leaves no ledger
             # that recovery (_cleanup_allocation) does not know about
             ledger_id = self.segstore.allocate_ledger_id()
-            alloc_version = self.meta.set_allocation(ledger_id, version)
+            try:
+                alloc_version = self.meta.set_allocation(ledger_id, version)
+            except MetadataVersionError:
+                if known is None:
+                    raise
+                # changed since recovery (a writer that has not yet learned it lost the log): as when read now
+                alloc_version = self.meta.set_allocation(ledger_id, self.meta.allocation().version)
         except MetadataConnectionError as e:
             raise _NotAppliedError(e) from e  # no ledger made yet; a later attempt overwrites /allocation
         ledger = self.segstore.create_ledger(ledger_id)
