@@ -15,6 +15,9 @@ one Python gateway process per driver or executor JVM), with the rows, offsets a
         .option("checkpointLocation", "/tmp/ckpt").start()
 
 The jars are built on first use (a JDK >= 17 is needed then: :mod:`jvm_shim.build`).
+
+:func:`write_stream` is the matching sink: a JVM ``ForeachWriter`` (a ``foreach`` sink, which Real-Time Mode allows)
+that appends each row to a log as it arrives, exactly once for a stateless query of one source log.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["FORMAT", "configure", "jar_paths", "read_stream"]
+__all__ = ["FORMAT", "SINK_CLASS", "configure", "jar_paths", "read_stream", "write_stream"]
 
 #: The short name of the real-time source.
 FORMAT = "distributedlog-rt"
+#: The JVM ``ForeachWriter`` that :func:`write_stream` writes through (in the source's jar).
+SINK_CLASS = "org.apache.distributedlog.spark.rt.DistributedLogForeachWriter"
 
 _Target = TypeVar("_Target")
 
@@ -112,3 +118,53 @@ def read_stream(
     for key, value in options.items():
         reader = reader.option(key, ("true" if value else "false") if isinstance(value, bool) else str(value))
     return reader.load()
+
+
+def write_stream(
+    df: DataFrame,
+    uri: str,
+    log: str,
+    checkpoint: str,
+    trigger: str | None = "5 seconds",
+    **options: str | int | bool,
+) -> StreamingQuery:
+    """Start a query that appends each row's ``value`` (binary or string) to the log ``log`` of the namespace ``uri``
+    as the row arrives, through the JVM ``ForeachWriter`` :data:`SINK_CLASS` (a ``foreach`` sink, which Real-Time
+    Mode allows); returns the started ``StreamingQuery`` (``outputMode("update")``, ``checkpointLocation``
+    ``checkpoint``, ``trigger(realTime=trigger)``; ``trigger=None``: Spark's default micro-batch trigger).
+
+    Exactly once by default, for a stateless query of one source log of ``format("distributedlog-rt")`` that gives at
+    most one row per source record and keeps the source's ``stream`` and ``sequence_id`` columns: the output record's
+    transaction id is the source record's sequence id, and a restarted query skips what an earlier attempt wrote.
+    ``options``: ``atLeastOnce=True`` (write every row: several source logs, rows without those columns),
+    ``writerIdleTimeoutMs`` (how long an unused writer stays open between tasks, default 10000), ``dlog.<key>``
+    (DistributedLog configuration of the writer's namespace, as ``**{"dlog.key": value}``). Booleans are passed as
+    ``true`` / ``false``.
+
+    Raises:
+        pyspark.errors.IllegalArgumentException: the rows or the source cannot be written exactly once (no
+            ``value``, ``stream`` or ``sequence_id`` column, a source of several logs or of a ``streamPattern``) and
+            ``atLeastOnce`` is not set, or an unknown or bad option (the message names it).
+    """
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import convert_exception
+
+    spark = df.sparkSession
+    jvm = spark._jvm
+    assert jvm is not None
+    jopts = jvm.java.util.HashMap()
+    for key, value in options.items():
+        jopts.put(key, ("true" if value else "false") if isinstance(value, bool) else str(value))
+    sink = jvm
+    for part in SINK_CLASS.split("."):
+        sink = getattr(sink, part)
+    try:
+        jwriter = sink.forStream(df._jdf, uri, log, jopts)
+    except Py4JJavaError as e:
+        raise convert_exception(e.java_exception) from None
+    writer = df.writeStream
+    writer._jwrite = writer._jwrite.foreach(jwriter)
+    writer = writer.outputMode("update").option("checkpointLocation", checkpoint)
+    if trigger is not None:
+        writer = writer.trigger(realTime=trigger)  # type: ignore[call-overload]  # pyspark's overloads lack it
+    return writer.start()

@@ -199,6 +199,18 @@ def _rt_query(df: Any, out: Path, ckpt: Path) -> Any:
     )
 
 
+def _run_to_tail(query: Any, uri: str, log: str, sink: Path, rows: int) -> list[list[Any]]:
+    """Let ``query`` run until ``sink`` has ``rows`` rows and a batch that ends at the tail of ``log`` is committed;
+    stop it and return the sink's rows."""
+    try:
+        _wait(f"{rows} records of {log}", lambda: len(_sink_rows(sink)) >= rows, query)
+        end = {log: _after_last(uri, log)}
+        _wait(f"a committed batch that ends at the tail of {log}", lambda: _committed_end(query) == end, query)
+    finally:
+        query.stop()
+    return _sink_rows(sink)
+
+
 def run_job(work: Path) -> dict[str, Any]:
     """Every scenario in one SparkSession; what was seen, as JSON-able values."""
     from dl_spark import realtime
@@ -279,23 +291,11 @@ def run_job(work: Path) -> dict[str, Any]:
     txc = _write(uri, "rt-c", [b"c-%d" % i for i in range(10)], 1)
     ck = work / "ck-d"
     first, second = work / "out-d1", work / "out-d2"
-    q = _rt_query(realtime.read_stream(spark, uri, "rt-c", startingOffsets="earliest"), first, ck)
-    try:
-        _wait("the first run's 10 records", lambda: len(_sink_rows(first)) >= 10, q)
-        end_c = {"rt-c": _after_last(uri, "rt-c")}
-        _wait("the first run's committed batch", lambda: _committed_end(q) == end_c, q)
-    finally:
-        q.stop()
-    out["first_run"] = _sink_rows(first)
+    df_c = realtime.read_stream(spark, uri, "rt-c", startingOffsets="earliest")
+    out["first_run"] = _run_to_tail(_rt_query(df_c, first, ck), uri, "rt-c", first, 10)
     _write(uri, "rt-c", [b"c-%d" % i for i in range(10, 16)], txc)
-    q = _rt_query(realtime.read_stream(spark, uri, "rt-c", startingOffsets="earliest"), second, ck)
-    try:
-        _wait("the second run's 6 records", lambda: len(_sink_rows(second)) >= 6, q)
-        end_c = {"rt-c": _after_last(uri, "rt-c")}
-        _wait("the second run's committed batch", lambda: _committed_end(q) == end_c, q)
-    finally:
-        q.stop()
-    out["second_run"] = _sink_rows(second)
+    df_c = realtime.read_stream(spark, uri, "rt-c", startingOffsets="earliest")
+    out["second_run"] = _run_to_tail(_rt_query(df_c, second, ck), uri, "rt-c", second, 6)
     out["expected_c"] = [_jsonable(r) for r in _log_rows(uri, "rt-c")]
 
     with storage.open_namespace(uri, CONF) as ns:  # no subscriberId: the Python source's default id
@@ -346,26 +346,32 @@ def _after_last(uri: str, log: str) -> str:
     return f"{d[0]},{d[1]},{d[2] + 1}"
 
 
-@pytest.fixture(scope="module")
-def job(tmp_path_factory: pytest.TempPathFactory, jdk: Jdk) -> Iterator[dict[str, Any]]:
-    """The job's result (the child process's ``result.json``); fails with its output if it failed."""
-    work = tmp_path_factory.mktemp("rt-job")
+def run_job_process(module: str, work: Path, *args: str) -> dict[str, Any]:
+    """Run ``python -m <module> <work> <args>`` (a Spark job writing ``work/result.json``) and return that result;
+    fails the test with the job's output if it failed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "tests.jvm.test_realtime_source", str(work)],
+        [sys.executable, "-m", module, str(work), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=1200,
     )
-    print(f"real-time job: {time.monotonic() - started:.1f} s")
+    print(f"{module}: {time.monotonic() - started:.1f} s")
     result = work / "result.json"
     if done.returncode != 0 or not result.is_file():
         pytest.fail(f"the job failed (exit {done.returncode}):\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
-    yield json.loads(result.read_text())
+    loaded: dict[str, Any] = json.loads(result.read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory, jdk: Jdk) -> Iterator[dict[str, Any]]:
+    """The job's result (the child process's ``result.json``)."""
+    yield run_job_process("tests.jvm.test_realtime_source", tmp_path_factory.mktemp("rt-job"))
 
 
 def _by_log(rows: list[list[Any]]) -> dict[str, list[list[Any]]]:

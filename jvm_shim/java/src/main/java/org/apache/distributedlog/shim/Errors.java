@@ -223,9 +223,12 @@ public final class Errors {
 
     /**
      * Throw {@code e} as it is if it is an {@link IOException} or unchecked, else wrapped in an
-     * {@link IOException}.
+     * {@link IOException}. Public for the Spark Real-Time Mode source, which rethrows the failures of futures it
+     * waits for with a timeout.
+     *
+     * @throws IOException {@code e} itself, or {@code e} wrapped; never returns normally
      */
-    static IOException rethrow(Throwable e) throws IOException {
+    public static IOException rethrow(Throwable e) throws IOException {
         if (e instanceof IOException) {
             throw (IOException) e;
         }

@@ -10,14 +10,24 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.distributedlog.exceptions.DLInterruptedException;
 
-/** Helpers for futures and threads. */
-final class Futures {
+/**
+ * Helpers for futures and threads. Public for the Spark Real-Time Mode source
+ * ({@code org.apache.distributedlog.spark.rt}), which waits for the Java API's futures with {@link #result} and
+ * {@link #unwrap}.
+ */
+public final class Futures {
 
     private Futures() {
     }
 
-    /** Wait for {@code f} and return its value, throwing its failure as it is. */
-    static <T> T result(CompletableFuture<T> f) throws IOException {
+    /**
+     * Wait for {@code f} and return its value, throwing its failure as it is.
+     *
+     * @throws IOException the future's failure when it is one (a {@code DLException} of the gateway...), else
+     *     wrapped in one; {@link DLInterruptedException} when the wait is interrupted or the future cancelled;
+     *     the failure itself when it is unchecked
+     */
+    public static <T> T result(CompletableFuture<T> f) throws IOException {
         try {
             return f.get();
         } catch (InterruptedException e) {
@@ -30,7 +40,8 @@ final class Futures {
         }
     }
 
-    static Throwable unwrap(Throwable t) {
+    /** The cause inside {@link CompletionException}s and {@link ExecutionException}s around {@code t}. */
+    public static Throwable unwrap(Throwable t) {
         while ((t instanceof CompletionException || t instanceof ExecutionException) && t.getCause() != null) {
             t = t.getCause();
         }

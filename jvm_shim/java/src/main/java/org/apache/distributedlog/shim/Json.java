@@ -8,8 +8,11 @@ import java.util.Map;
 /**
  * The small JSON subset of the gateway protocol: objects, arrays, strings, numbers ({@link Long}, or
  * {@link Double} with a fraction or exponent), booleans and null.
+ *
+ * <p>Public for the Spark Real-Time Mode source ({@code org.apache.distributedlog.spark.rt}), which parses its
+ * offsets and options with {@link #parse}.
  */
-final class Json {
+public final class Json {
 
     private Json() {
     }
@@ -106,7 +109,15 @@ final class Json {
 
     // --- parsing ----------------------------------------------------------------------------------
 
-    static Object parse(String text) {
+    /**
+     * Parse one JSON value: objects become {@link LinkedHashMap}s (keys in their order), arrays {@link ArrayList}s,
+     * numbers {@link Long} or {@link Double}, plus {@link String}, {@link Boolean} and {@code null}.
+     *
+     * @param text the JSON text (white space around the value allowed)
+     * @return the value
+     * @throws IllegalArgumentException {@code text} is not one valid JSON value (the message says what and where)
+     */
+    public static Object parse(String text) {
         Parser p = new Parser(text);
         p.ws();
         Object v = p.value();

@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
 import org.apache.distributedlog.DLSN;
+import org.apache.distributedlog.shim.Json;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 
 /**
@@ -27,7 +28,7 @@ final class RtOffset extends Offset {
         for (Map.Entry<String, DLSN> e : positions.entrySet()) {
             m.put(e.getKey(), Dlsns.text(e.getValue()));
         }
-        return MiniJson.writeStringMap(m);
+        return PyJson.writeStringMap(m);
     }
 
     /**
@@ -36,7 +37,7 @@ final class RtOffset extends Offset {
      * @throws IllegalArgumentException not a JSON object of offset strings
      */
     static RtOffset fromJson(String json) {
-        Object doc = MiniJson.parse(json);
+        Object doc = Json.parse(json);
         if (!(doc instanceof Map)) {
             throw new IllegalArgumentException("source offset must be a JSON object {log: 'lssn,entry,slot'}, got "
                 + json);

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Pattern;
 import java.util.regex.PatternSyntaxException;
+import org.apache.distributedlog.shim.Json;
 
 /**
  * The options of {@code format("distributedlog-rt")}, checked when the query is defined. Names and meanings are
@@ -210,7 +211,7 @@ final class RtOptions implements Serializable {
             } else if (text.startsWith("{")) {
                 Object doc;
                 try {
-                    doc = MiniJson.parse(text);
+                    doc = Json.parse(text);
                 } catch (IllegalArgumentException e) {
                     throw bad("option startingOffsets is not valid JSON (" + e.getMessage() + "): '" + startRaw + "'");
                 }
@@ -276,17 +277,17 @@ final class RtOptions implements Serializable {
      * the Python source gives a query reading the same logs of the same namespace.
      */
     static String defaultSubscriberId(String uri, List<String> streams, String pattern) {
-        StringBuilder sb = new StringBuilder("[").append(MiniJson.quote(uri)).append(", ");
+        StringBuilder sb = new StringBuilder("[").append(PyJson.quote(uri)).append(", ");
         if (streams == null) {
             sb.append("null");
         } else {
             sb.append('[');
             for (int i = 0; i < streams.size(); i++) {
-                sb.append(i == 0 ? "" : ", ").append(MiniJson.quote(streams.get(i)));
+                sb.append(i == 0 ? "" : ", ").append(PyJson.quote(streams.get(i)));
             }
             sb.append(']');
         }
-        sb.append(", ").append(pattern == null ? "null" : MiniJson.quote(pattern)).append(']');
+        sb.append(", ").append(pattern == null ? "null" : PyJson.quote(pattern)).append(']');
         try {
             byte[] h = MessageDigest.getInstance("SHA-256").digest(sb.toString().getBytes(StandardCharsets.UTF_8));
             StringBuilder hex = new StringBuilder("spark-");

@@ -17,6 +17,8 @@ import org.apache.distributedlog.exceptions.AlreadyTruncatedTransactionException
 import org.apache.distributedlog.exceptions.DLSNAlreadyTruncatedException;
 import org.apache.distributedlog.exceptions.LogSegmentIsTruncatedException;
 import org.apache.distributedlog.exceptions.LogSegmentNotFoundException;
+import org.apache.distributedlog.shim.Errors;
+import org.apache.distributedlog.shim.Futures;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
@@ -54,7 +56,7 @@ final class RtPartitionReader implements SupportsRealTimeRead<InternalRow> {
         this.stream = UTF8String.fromString(p.log);
         this.position = new DLSN(p.start[0], p.start[1], p.start[2]);
         this.end = p.hasEnd ? new DLSN(p.end[0], p.end[1], p.end[2]) : null;
-        this.reader = Logs.await(dlm.openAsyncLogReader(position));
+        this.reader = Futures.result(dlm.openAsyncLogReader(position));
     }
 
     private static boolean isDataLoss(IOException e) {
@@ -81,11 +83,11 @@ final class RtPartitionReader implements SupportsRealTimeRead<InternalRow> {
             throw ie;
         } catch (ExecutionException e) {
             pending = null;
-            IOException err = Logs.unwrap(e.getCause());
-            if (!isDataLoss(err)) {
-                throw err;
+            Throwable err = Futures.unwrap(e);
+            if (!(err instanceof IOException) || !isDataLoss((IOException) err)) {
+                throw Errors.rethrow(err);
             }
-            return skipLostRecords(err);
+            return skipLostRecords((IOException) err);
         }
         pending = null;
         buffer.addAll(got);
@@ -103,7 +105,7 @@ final class RtPartitionReader implements SupportsRealTimeRead<InternalRow> {
         reader.asyncClose();
         DLSN first = Logs.earliest(dlm);
         position = Dlsns.max(position, first);
-        reader = Logs.await(dlm.openAsyncLogReader(position));
+        reader = Futures.result(dlm.openAsyncLogReader(position));
         return false;
     }
 
