@@ -350,22 +350,35 @@ def test_torn_last_line_ignored_and_bad_history_refused(tmp_path: Path) -> None:
         h2.check()
 
 
+class Timed:
+    """A history built by hand on a clock of its own: a write invoked every second of ``seconds``, answered
+    ``done_after`` later, ``ok`` unless its second is in ``unknown``; and fault windows."""
+
+    def __init__(self, seconds: int, unknown: set[int], done_after: float) -> None:
+        self.events: list[Event] = []
+        self.n = count()
+        for t in range(seconds):
+            self.ev("invoke", t, op=str(t), kind="write", value=f"x{t}", log="log", meta={})
+            self.ev("info" if t in unknown else "ok", t + done_after, op=str(t))
+
+    def ev(self, name: str, t: float, **data: Any) -> None:
+        self.events.append(Event(name, "w", "r", next(self.n), t, data))
+
+    def fault(self, fault: str, kind: str, start: float, end: float | None = None, detail: str = "") -> None:
+        self.ev("fault_start", start, kind=kind, detail=detail, fault=fault)
+        if end is not None:
+            self.ev("fault_end", end, kind=kind, fault=fault)
+
+    def history(self) -> History:
+        return History(sorted(self.events, key=lambda e: e.time))
+
+
 def test_availability_per_fault_kind() -> None:
     """Writes every second from t=0 to 10; none succeed between 3 and 7 (a partition from 3 to 6)."""
-    events: list[Event] = []
-    n = count()
-
-    def ev(name: str, t: float, **data: Any) -> None:
-        events.append(Event(name, "w", "r", next(n), t, data))
-
-    for t in range(11):
-        ev("invoke", t, op=str(t), kind="write", value=f"x{t}", log="log", meta={})
-        ev("ok" if t not in (4, 5, 6) else "info", t + 0.0, op=str(t))
-    ev("fault_start", 3.5, kind="partition", detail="w | zk", fault="f1")
-    ev("fault_end", 6.0, kind="partition", fault="f1")
-    ev("fault_start", 8.5, kind="kill", detail="osd.0", fault="f2")
-    events.sort(key=lambda e: e.time)
-    a = availability(History(events), "write")
+    h = Timed(11, {4, 5, 6}, 0.0)
+    h.fault("f1", "partition", 3.5, 6.0, "w | zk")
+    h.fault("f2", "kill", 8.5, None, "osd.0")
+    a = availability(h.history(), "write")
     assert a.longest is not None and (a.longest.start, a.longest.end) == (3.0, 7.0)
     assert a.by_fault == {"partition": 4.0, "kill": 1.0}
     assert a.line() == "AVAIL write longest=4.00s partition=4.00s kill=1.00s"
@@ -375,21 +388,10 @@ def test_writes_resumed_after_every_heal() -> None:
     """Writes every second from t=0 to 20; a partition from 3 to 5 heals and writes resume at 6; a kill from 9 to
     10 heals and nothing succeeds until 16. With a 3 s bound the second heal is a miss, with 7 s neither is (the
     kill starts before the partition's deadline, 5 + 7, so both heals are judged against the kill's, 10 + 7)."""
-    events: list[Event] = []
-    n = count()
-
-    def ev(name: str, t: float, **data: Any) -> None:
-        events.append(Event(name, "w", "r", next(n), t, data))
-
-    for t in range(21):
-        ev("invoke", t, op=str(t), kind="write", value=f"x{t}", log="log", meta={})
-        ev("ok" if t not in (3, 4, 5, 9, 10, 11, 12, 13, 14, 15) else "info", t + 0.5, op=str(t))
-    ev("fault_start", 3.0, kind="partition", detail="w | zk", fault="f1")
-    ev("fault_end", 5.0, kind="partition", fault="f1")
-    ev("fault_start", 9.0, kind="kill", detail="osd.0", fault="f2")
-    ev("fault_end", 10.0, kind="kill", fault="f2")
-    events.sort(key=lambda e: e.time)
-    h = History(events)
+    timed = Timed(21, {3, 4, 5, 9, 10, 11, 12, 13, 14, 15}, 0.5)
+    timed.fault("f1", "partition", 3.0, 5.0, "w | zk")
+    timed.fault("f2", "kill", 9.0, 10.0, "osd.0")
+    h = timed.history()
     assert resumed_after_heals(h, ["log"], 7.0) == []
     assert resumed_after_heals(h, ["log"], 3.0) == [
         "log: no write invoked after the heal of kill (osd.0) completed within 3.0s"
@@ -400,12 +402,8 @@ def test_writes_resumed_after_every_heal() -> None:
     ]
     # A third fault from 11 to 12 starts before the kill's deadline (10 + 3): the kill's heal is judged against
     # 12 + 3 = 15, still before the first write that succeeds (16.5); with 5 s, 12 + 5 = 17 covers it.
-    events += [
-        Event("fault_start", "w", "r", next(n), 11.0, {"kind": "delay", "detail": "w | osd", "fault": "f3"}),
-        Event("fault_end", "w", "r", next(n), 12.0, {"kind": "delay", "fault": "f3"}),
-    ]
-    events.sort(key=lambda e: e.time)
-    h = History(events)
+    timed.fault("f3", "delay", 11.0, 12.0, "w | osd")
+    h = timed.history()
     assert len(resumed_after_heals(h, ["log"], 3.0)) == 2
     assert resumed_after_heals(h, ["log"], 5.0) == []
 
