@@ -514,6 +514,10 @@ def resumed_after_heals(history: History, logs: Sequence[str], bound: float, kin
     per miss; empty when every heal was followed by progress in time."""
     healed = sorted((f for f in history.faults if f.end is not None), key=lambda f: f.start)
     ends = [f.end or 0.0 for f in healed]
+    done: dict[str, list[tuple[float, float]]] = {log: [] for log in logs}  # (invoked, completed) of each ok op
+    for op in history.ops:
+        if op.kind == kind and op.outcome == "ok" and op.done is not None and op.log in done:
+            done[op.log].append((op.invoked, op.done))
     misses: list[str] = []
     for i, f in enumerate(healed):
         j = i
@@ -521,11 +525,7 @@ def resumed_after_heals(history: History, logs: Sequence[str], bound: float, kin
             j += 1
         deadline = ends[j] + bound
         for log in logs:
-            if not any(
-                op.kind == kind and op.log == log and op.outcome == "ok" and op.done is not None
-                and op.invoked >= ends[i] and op.done <= deadline
-                for op in history.ops
-            ):  # fmt: skip
+            if not any(invoked >= ends[i] and completed <= deadline for invoked, completed in done[log]):
                 misses.append(f"{log}: no {kind} invoked after the heal of {f.kind} ({f.detail}) "
                               f"completed within {deadline - ends[i]:.1f}s")  # fmt: skip
     return misses

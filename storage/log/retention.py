@@ -211,8 +211,8 @@ class TtlPurger:
 
     def trigger(self, now_ms: int, segments: list[LogSegmentMetadata] | None = None) -> None:
         """Start a purge of segments older than ``now - retention`` unless one is running (and, with a cold store,
-        a background offload). ``segments``: the log's segments as the caller just read them, if it did; when
-        none of them may be purged yet, no purge starts (and nothing is read)."""
+        a background offload). ``segments``: the log's segments as the caller knows them, if it does; when none of
+        them may be purged yet, no purge starts (and nothing is read)."""
         if self.offloader is not None:
             self.offloader.trigger()
         if self._hours <= 0:

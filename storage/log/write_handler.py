@@ -101,9 +101,6 @@ class WriteHandler:
         self.conf = conf
         self.lock = lock
         self.last_rollover_ms = now_ms()
-        #: The log's (completed) segments as the last segment start read them, before adding its own: what a
-        #: retention check right after the start may go by instead of reading them again (None: none started).
-        self.segments_at_start: list[LogSegmentMetadata] | None = None
         #: The log's segments as this handler last read or changed them (None: read them again). Only the lock's
         #: holder adds or completes segments; others (a purge, a truncation) only remove or mark old completed
         #: ones, which starting and completing do not go by.
@@ -253,7 +250,6 @@ class WriteHandler:
                 segments = self.meta.segments()
             if any(s.in_progress for s in segments):
                 raise IllegalStateError(f"log {self.name!r} still has an in-progress segment")
-            self.segments_at_start = segments
             nxt = self._next_lssn(segments)
             if (segments or max_lssn.value != 0) and max_lssn.value + 1 != nxt:
                 raise IllegalStateError(
@@ -354,6 +350,12 @@ class WriteHandler:
                     raise
                 log.info("%s: the connection to ZooKeeper failed under it (%s); trying again", what, e)
         self.last_rollover_ms = now_ms()
+
+    @property
+    def known_segments(self) -> list[LogSegmentMetadata] | None:
+        """The log's segments as this handler last read or changed them (None: not known now); right after a
+        segment start, with the new in-progress segment last."""
+        return self._known
 
     def _segments(self) -> list[LogSegmentMetadata]:
         """The log's segments: as this handler knows them, else read. Forgets them until a change of this

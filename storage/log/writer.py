@@ -448,7 +448,7 @@ class AsyncLogWriter:
         if self._immediate:
             seg.on_data_acked.append(self._want_commit)
         self._seg = seg
-        self._purger.trigger(now_ms(), self._h.segments_at_start)
+        self._purger.trigger(now_ms(), self._h.known_segments)
         return seg
 
     def _want_commit(self) -> None:
