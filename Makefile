@@ -139,6 +139,7 @@ bench: venv zookeeper ceph nats
 	$(BIN)/python bench/bench_positioning.py
 	$(BIN)/python bench/bench_memory.py
 	$(BIN)/python bench/bench_latency.py
+	$(BIN)/python bench/bench_rtm_latency.py
 	$(BIN)/python bench/bench_spark_source.py
 	$(BIN)/python bench/bench_spark_sink.py
 	$(BIN)/python bench/bench_stats.py

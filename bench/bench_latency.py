@@ -59,7 +59,7 @@ uri, rate, seconds = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 conf = {"writerOutputBufferSize": 0, "enableImmediateFlush": True, "logSegmentRollingMinutes": 0,
         "maxLogSegmentBytes": 1 << 30}
 pad = b"p" * 100
-with storage.open_namespace(uri, conf) as ns, ns.open_log("in") as dlm:
+with storage.open_namespace(uri, conf) as ns, ns.open_log(sys.argv[6]) as dlm:
     w = dlm.open_async_writer()
     start = time.monotonic()
     n = 0
@@ -80,9 +80,10 @@ print(n, txid, flush=True)
 """
 
 
-def produce(uri: str, rate: float, seconds: float, first_txid: int) -> subprocess.Popen[str]:
+def produce(uri: str, rate: float, seconds: float, first_txid: int, log: str = "in") -> subprocess.Popen[str]:
+    """The producer process, appending to ``log`` at ``rate`` for ``seconds``; prints "records last-txid"."""
     return subprocess.Popen(
-        [sys.executable, "-c", PRODUCER, str(REPO), uri, str(rate), str(seconds), str(first_txid)],
+        [sys.executable, "-c", PRODUCER, str(REPO), uri, str(rate), str(seconds), str(first_txid), log],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -182,12 +183,22 @@ def mean_durations(progress: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def run_case(
-    spark: Any, uri: str, work: Path, sink: str, rate: float, seconds: float, warmup: float, txid: int, tag: str = ""
+    spark: Any,
+    uri: str,
+    work: Path,
+    sink: str,
+    rate: float,
+    seconds: float,
+    warmup: float,
+    txid: int,
+    tag: str = "",
+    log: str = "in",
 ) -> dict[str, Any]:
+    """One query from ``log`` into ``sink`` while the producer appends to ``log`` at ``rate``."""
     reader = (
         spark.readStream.format("distributedlog")
         .option("uri", uri)
-        .option("streams", "in")
+        .option("streams", log)
         .option("startingOffsets", "latest")
         .load()
     )
@@ -219,7 +230,7 @@ def run_case(
     try:
         time.sleep(3.0)  # the query is running and has planned from "latest"
         since[0] = time.time_ns() + int(warmup * 1e9)
-        producer = produce(uri, rate, seconds + warmup, txid)
+        producer = produce(uri, rate, seconds + warmup, txid, log)
         out, _ = producer.communicate(timeout=seconds + warmup + 120)
         written, last_txid = (int(x) for x in out.split())
         # drained: nothing new in the output for 3 s (or 60 s passed)
