@@ -219,10 +219,13 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
         Map<String, DLSN> s = ((RtOffset) start).positions;
         Map<String, DLSN> e = ((RtOffset) end).positions;
         List<InputPartition> parts = new ArrayList<>();
+        List<String> executors = Executors.sorted();
+        int index = 0;
         try {
             Namespace ns = ns();
-            for (Map.Entry<String, DLSN> it : e.entrySet()) {
+            for (Map.Entry<String, DLSN> it : new TreeMap<>(e).entrySet()) {
                 String log = it.getKey();
+                String location = Executors.pick(executors, index++);
                 DLSN from = s.get(log);
                 if (from == null) {
                     try (DistributedLogManager dlm = ns.openLog(log)) {
@@ -232,7 +235,7 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
                 if (from.compareTo(it.getValue()) >= 0) {
                     continue;
                 }
-                parts.add(partition(log, from, it.getValue()));
+                parts.add(partition(log, from, it.getValue(), location));
             }
         } catch (IOException ex) {
             throw new UncheckedIOException("cannot plan the batch: " + ex.getMessage(), ex);
@@ -259,8 +262,11 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
                 }
             }
             List<InputPartition> parts = new ArrayList<>();
+            List<String> executors = Executors.sorted();
+            int index = 0;
             for (Map.Entry<String, DLSN> it : begin.entrySet()) {
                 String log = it.getKey();
+                String location = Executors.pick(executors, index++);
                 DLSN from = it.getValue();
                 try (DistributedLogManager dlm = ns.openLog(log)) {
                     from = checkStart(log, dlm, from);
@@ -269,7 +275,7 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
                         + " can no longer be read)");
                     continue;
                 }
-                parts.add(partition(log, from, null));
+                parts.add(partition(log, from, null, location));
                 it.setValue(from);
             }
             realTimeStart = begin;
@@ -279,10 +285,10 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
         }
     }
 
-    private RtInputPartition partition(String log, DLSN from, DLSN to) {
+    private RtInputPartition partition(String log, DLSN from, DLSN to, String location) {
         long[] s = {from.getLogSegmentSequenceNo(), from.getEntryId(), from.getSlotId()};
         long[] e = to == null ? null : new long[] {to.getLogSegmentSequenceNo(), to.getEntryId(), to.getSlotId()};
-        return new RtInputPartition(opts.uri, opts.conf, log, s, e, opts.failOnDataLoss);
+        return new RtInputPartition(opts.uri, opts.conf, log, s, e, opts.failOnDataLoss, location);
     }
 
     /** The batch's start with each task's position applied: the next batch's start. */
