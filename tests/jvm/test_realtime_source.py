@@ -332,6 +332,30 @@ def run_job(work: Path) -> dict[str, Any]:
         q.stop()
     out["pattern_rows"] = _sink_rows(sink_f)
     out["expected_pattern"] = [_jsonable(r) for log in ("pat-1", "pat-2") for r in _log_rows(uri, log)]
+
+    # (g) failOnDataLoss: a start position in a segment retention purged
+    txg = _write(uri, "rt-g", [b"g-%d" % i for i in range(5)], 1)
+    txg = _write(uri, "rt-g", [b"g-%d" % i for i in range(5, 10)], txg)
+    _write(uri, "rt-g", [b"g-%d" % i for i in range(10, 15)], txg)
+    time.sleep(0.01)  # every segment completed before the purge's time; the newest completed one stays anyway
+    with storage.open_namespace(uri, CONF) as ns:
+        out["purged_g"] = ns.open_log("rt-g").purge_older_than(int(time.time() * 1000) - 1)
+    purged_start = json.dumps({"rt-g": "1,0,0"})
+    try:
+        df_g = realtime.read_stream(spark, uri, "rt-g", startingOffsets=purged_start)
+        q = _rt_query(df_g, work / "out-g-fail", work / "ck-g-fail")
+        try:
+            q.awaitTermination(HANG_S)
+            exc = q.exception()
+            out["data_loss_fail"] = _error_text(exc) if exc is not None else {"condition": "", "message": "ran"}
+        finally:
+            q.stop()
+    except Exception as e:  # refused when the query starts
+        out["data_loss_fail"] = _error_text(e)
+    df_g = realtime.read_stream(spark, uri, "rt-g", startingOffsets=purged_start, failOnDataLoss=False)
+    sink_g = work / "out-g-skip"
+    out["data_loss_skip"] = _run_to_tail(_rt_query(df_g, sink_g, work / "ck-g-skip"), uri, "rt-g", sink_g, 5)
+    out["expected_g"] = [_jsonable(r) for r in _log_rows(uri, "rt-g")]
     spark.stop()
     return out
 
@@ -460,6 +484,17 @@ def test_stream_pattern_from_a_txid_with_a_log_that_appears(job: dict[str, Any])
     assert got["pat-1"] == [r for r in expected["pat-1"] if r[2] >= 5]  # startingTxId=5
     assert got["pat-2"] == expected["pat-2"]  # a new log: from its first record
     assert sorted(got) == ["pat-1", "pat-2"]
+
+
+@pytest.mark.heavy
+def test_a_purged_start_position_fails_the_query_or_is_skipped_on_request(job: dict[str, Any]) -> None:
+    assert job["purged_g"] == 2
+    failed = job["data_loss_fail"]
+    assert "position 1,0,0 of log 'rt-g' was purged: the log now starts at 3,0,0" in failed["message"], failed
+    assert "set failOnDataLoss=false" in failed["message"], failed
+    # failOnDataLoss=false: from the first readable position, the newest segment's five records
+    assert job["data_loss_skip"] == job["expected_g"]
+    assert [r[4] for r in job["data_loss_skip"]] == [(b"g-%d" % i).hex() for i in range(10, 15)]
 
 
 def main(argv: list[str]) -> int:
