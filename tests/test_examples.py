@@ -79,6 +79,14 @@ def test_spark_submit_job(tmp_path: Path, subprocess_env: dict[str, str]) -> Non
     assert "streaming: 600 rows in 3 micro-batches" in out.stdout
 
 
+@pytest.mark.heavy
+def test_realtime_pipeline(tmp_path: Path, subprocess_env: dict[str, str]) -> None:
+    """The Real-Time Mode example: every click in the output log once, in order, before its first batch ends."""
+    cmd = [sys.executable, str(EXAMPLES / "realtime_pipeline.py"), "--uri", f"distributedlog-local://{tmp_path}/ns"]
+    out = run(cmd, subprocess_env, timeout=540)
+    assert "SUMMARY OK records=500 once_in_order=True txid_is_position=True" in out.stdout, out.stdout[-2000:]
+
+
 def test_spark_defaults_conf_is_valid() -> None:
     """Every active line of conf/spark-defaults.conf is `spark.key value`."""
     lines = [ln.strip() for ln in (ROOT / "conf" / "spark-defaults.conf").read_text().splitlines()]
