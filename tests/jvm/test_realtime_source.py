@@ -199,6 +199,20 @@ def _rt_query(df: Any, out: Path, ckpt: Path) -> Any:
     )
 
 
+def _query_error(start: Any) -> dict[str, str]:
+    """The error that ends the query ``start()`` starts (or that starting it raises); ``ran`` if it runs on."""
+    try:
+        q = start()
+    except Exception as e:  # refused when the query starts
+        return _error_text(e)
+    try:
+        q.awaitTermination(HANG_S)
+        exc = q.exception()
+        return _error_text(exc) if exc is not None else {"condition": "", "message": "ran"}
+    finally:
+        q.stop()
+
+
 def _run_to_tail(query: Any, uri: str, log: str, sink: Path, rows: int) -> list[list[Any]]:
     """Let ``query`` run until ``sink`` has ``rows`` rows and a batch that ends at the tail of ``log`` is committed;
     stop it and return the sink's rows."""
@@ -233,16 +247,7 @@ def run_job(work: Path) -> dict[str, Any]:
     txa = _write(uri, "rt-a", [b"a-%d" % i for i in range(20)], 1)
     txb = _write(uri, "rt-b", [b"b-%d" % i for i in range(20)], 1)
     py = spark.readStream.format("distributedlog").option("uri", uri).option("streams", "rt-a").load()
-    try:
-        q = _rt_query(py, work / "out-py", work / "ck-py")
-        try:
-            q.awaitTermination(120)
-            exc = q.exception()
-            out["python_source"] = _error_text(exc) if exc is not None else {"condition": "", "message": "ran"}
-        finally:
-            q.stop()
-    except Exception as e:  # refused when the query starts
-        out["python_source"] = _error_text(e)
+    out["python_source"] = _query_error(lambda: _rt_query(py, work / "out-py", work / "ck-py"))
 
     # (b) a real-time query: records written before, then appended while it runs
     sink_b = work / "out-b"
@@ -341,17 +346,8 @@ def run_job(work: Path) -> dict[str, Any]:
     with storage.open_namespace(uri, CONF) as ns:
         out["purged_g"] = ns.open_log("rt-g").purge_older_than(int(time.time() * 1000) - 1)
     purged_start = json.dumps({"rt-g": "1,0,0"})
-    try:
-        df_g = realtime.read_stream(spark, uri, "rt-g", startingOffsets=purged_start)
-        q = _rt_query(df_g, work / "out-g-fail", work / "ck-g-fail")
-        try:
-            q.awaitTermination(HANG_S)
-            exc = q.exception()
-            out["data_loss_fail"] = _error_text(exc) if exc is not None else {"condition": "", "message": "ran"}
-        finally:
-            q.stop()
-    except Exception as e:  # refused when the query starts
-        out["data_loss_fail"] = _error_text(e)
+    df_g = realtime.read_stream(spark, uri, "rt-g", startingOffsets=purged_start)
+    out["data_loss_fail"] = _query_error(lambda: _rt_query(df_g, work / "out-g-fail", work / "ck-g-fail"))
     df_g = realtime.read_stream(spark, uri, "rt-g", startingOffsets=purged_start, failOnDataLoss=False)
     sink_g = work / "out-g-skip"
     out["data_loss_skip"] = _run_to_tail(_rt_query(df_g, sink_g, work / "ck-g-skip"), uri, "rt-g", sink_g, 5)
