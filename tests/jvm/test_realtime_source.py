@@ -209,6 +209,8 @@ def _query_error(start: Any) -> dict[str, str]:
         q.awaitTermination(HANG_S)
         exc = q.exception()
         return _error_text(exc) if exc is not None else {"condition": "", "message": "ran"}
+    except Exception as e:  # awaitTermination raises the query's failure
+        return _error_text(e)
     finally:
         q.stop()
 
