@@ -86,11 +86,7 @@ def driver(work: Path, uri: str, master: str) -> int:
     os.environ["DLOG_GATEWAY_QUIET"] = "1"
     jars = ",".join(str(p) for p in realtime.jar_paths())
     spark = spark_session(master, app_name="dl-rt-kill", pythonpath=[str(ROOT)], conf={"spark.jars": jars})
-    starts = (
-        len([x for x in (work / "driver.log").read_text().splitlines() if x.startswith("START")])
-        if (work / "driver.log").exists()
-        else 0
-    )
+    starts = _starts(work)  # the query starts of the drivers before this one
     while True:
         starts += 1
         df = realtime.read_stream(spark, uri, SRC, startingOffsets="earliest")
@@ -322,7 +318,7 @@ def run(work: Path, plan: list[tuple[str, str]], seed: int, master: str = DEFAUL
     lines = _driver_log(work)
     if "DONE" not in lines:
         raise RuntimeError(f"the driver did not finish: {lines[-5:]}")
-    result.starts = len([x for x in lines if x.startswith("START")])
+    result.starts = _starts(work)
     result.failed_queries = len([x for x in lines if x.startswith("FAILED")])
     history_dir = work / "history"
     with HistoryRecorder(history_dir, "final") as rec, storage.open_namespace(uri) as ns:
