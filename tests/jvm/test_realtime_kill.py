@@ -39,7 +39,7 @@ def test_sigkills_of_the_driver_and_the_sinks_executor_keep_exactly_once(
     assert result.starts >= 3, result.line()  # the first driver and one after each driver kill
 
 
-@pytest.mark.chaos  # about 10 minutes: `make chaos`
+@pytest.mark.chaos  # about 4 minutes: `make chaos`
 @pytest.mark.heavy
 @pytest.mark.timeout(2400)
 def test_a_long_seeded_kill_schedule_keeps_exactly_once(
