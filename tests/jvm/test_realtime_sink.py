@@ -70,6 +70,18 @@ def _records(uri: str, log: str) -> Records:
                 out += [[rec.txid, bytes(rec.payload).hex()] for rec in batch]
 
 
+def _final_records(uri: str, log: str) -> Records:
+    """:func:`_records` once the stopped query's writer has closed ``log`` (no segment in progress): a reader that
+    opens while the writer completes the segment may find nothing readable at that instant."""
+
+    def closed() -> bool:
+        with storage.open_namespace(uri, CONF) as ns:
+            return all(not s.in_progress for s in ns.open_log(log).log_segments())
+
+    _wait(f"the writer of {log} to close", closed)
+    return _records(uri, log)
+
+
 def _source(uri: str, log: str) -> Records:
     """``[sequence id, payload hex]`` of every record of the source log ``log``: what the output log should hold."""
     with storage.open_namespace(uri, CONF) as ns, ns.open_log(log).open_reader(storage.DLSN.INITIAL) as r:
@@ -128,7 +140,7 @@ def run_job(work: Path, zk_hosts: str) -> dict[str, Any]:
         out["batches_done_at_35"] = len(q.recentProgress)
     finally:
         q.stop()  # in the middle of the first batch: nothing committed
-    out["first_run"] = _records(uri, "out-a")
+    out["first_run"] = _final_records(uri, "out-a")
     out["commits_after_first_run"] = sorted(os.listdir(os.path.join(ck_a, "commits")))
 
     # (b) restarted on the same checkpoint: the source reads in-a from its start again
@@ -145,7 +157,7 @@ def run_job(work: Path, zk_hosts: str) -> dict[str, Any]:
         _wait("a committed batch that ends at the new tail of in-a", lambda: _committed_end(q) == want, q)
     finally:
         q.stop()
-    out["out_a"] = _records(uri, "out-a")
+    out["out_a"] = _final_records(uri, "out-a")
     out["segments_a"] = sorted({row[1][0] for row in _log_rows(uri, "out-a")})
     out["in_a"] = _source(uri, "in-a")
 
@@ -179,7 +191,7 @@ def run_job(work: Path, zk_hosts: str) -> dict[str, Any]:
             zombie.close()
     finally:
         zombie_ns.close()
-    out["out_c"] = _records(zk_uri, "out-c")
+    out["out_c"] = _final_records(zk_uri, "out-c")
     out["in_c"] = _source(uri, "in-c")
 
     # (d) refused, and the at-least-once opt-in
@@ -213,7 +225,7 @@ def run_job(work: Path, zk_hosts: str) -> dict[str, Any]:
         _wait("the 56 records of in-a and in-c in out-multi", lambda: len(_records(uri, "out-multi")) >= 56, q)
     finally:
         q.stop()
-    out["out_multi"] = _records(uri, "out-multi")
+    out["out_multi"] = _final_records(uri, "out-multi")
     spark.stop()
     return out
 
