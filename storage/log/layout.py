@@ -46,6 +46,10 @@ def join(*parts: str) -> str:
     return "/" + out
 
 
+#: Times :meth:`LogMetadata.segments` lists a log's segments when one it listed was gone by the time it was read.
+SEGMENT_LIST_ATTEMPTS = 10
+
+
 @dataclass(frozen=True)
 class LogPaths:
     """Every path of one log."""
@@ -176,16 +180,22 @@ class LogMetadata:
         Raises:
             LogNotFoundError, MetadataError.
         """
-        try:
-            names = self.store.children(self.paths.ledgers)
-        except NoNodeError:
-            raise LogNotFoundError(f"log {self.paths.name!r} does not exist") from None
-        out = []
-        paths = [self.paths.segment(n) for n in names]
-        for path, got in zip(paths, self.store.get_many(paths), strict=True):
-            if got is None:
-                continue  # removed between listing and reading (purge/complete)
-            out.append(LogSegmentMetadata.parse(path, got.value, skip_min_version_check=self.skip_min_version_check))
+        for attempt in range(SEGMENT_LIST_ATTEMPTS):
+            try:
+                names = self.store.children(self.paths.ledgers)
+            except NoNodeError:
+                raise LogNotFoundError(f"log {self.paths.name!r} does not exist") from None
+            paths = [self.paths.segment(n) for n in names]
+            got = self.store.get_many(paths)
+            # A node listed and gone when read was purged, or completed: a completed segment's node replaces its
+            # in-progress one, and a list without either would hide the segment. List again.
+            if all(g is not None for g in got) or attempt == SEGMENT_LIST_ATTEMPTS - 1:
+                break
+        out = [
+            LogSegmentMetadata.parse(path, g.value, skip_min_version_check=self.skip_min_version_check)
+            for path, g in zip(paths, got, strict=True)
+            if g is not None  # still churning after every attempt: what was readable
+        ]
         out.sort(key=LogSegmentMetadata.sort_key)
         return out
 

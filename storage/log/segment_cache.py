@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from storage.errors import LogNotFoundError, NoNodeError
 from storage.formats.segment_metadata import LogSegmentMetadata, assign_start_sequence_ids
-from storage.log.layout import LogMetadata, LogPaths
+from storage.log.layout import SEGMENT_LIST_ATTEMPTS, LogMetadata, LogPaths
 from storage.metastore.base import Versioned
 
 __all__ = ["SegmentListCache", "segment_list"]
@@ -43,19 +43,24 @@ class SegmentListCache:
         paths = self._meta.paths
         store = self._meta.store
         with self._lock:
-            try:
-                names, version = store.children_with_version(paths.ledgers)
-            except NoNodeError:
-                raise LogNotFoundError(f"log {paths.name!r} does not exist") from None
-            if version == self._version and names == self._names:
-                return list(self._segments)
-            self._segments, complete = segment_list(
-                paths,
-                names,
-                store.get_many([paths.segment(n) for n in names]),
-                skip_min_version_check=self._meta.skip_min_version_check,
-            )
-            self._version, self._names = (version, names) if complete else (None, [])
+            for attempt in range(SEGMENT_LIST_ATTEMPTS):
+                try:
+                    names, version = store.children_with_version(paths.ledgers)
+                except NoNodeError:
+                    raise LogNotFoundError(f"log {paths.name!r} does not exist") from None
+                if version == self._version and names == self._names:
+                    return list(self._segments)
+                self._segments, complete = segment_list(
+                    paths,
+                    names,
+                    store.get_many([paths.segment(n) for n in names]),
+                    skip_min_version_check=self._meta.skip_min_version_check,
+                )
+                self._version, self._names = (version, names) if complete else (None, [])
+                # a node listed and gone when read was purged, or completed (its completed node replaces it, and
+                # a list without either would hide the segment): list again
+                if complete or attempt == SEGMENT_LIST_ATTEMPTS - 1:
+                    break
             return list(self._segments)
 
 

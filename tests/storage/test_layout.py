@@ -79,3 +79,33 @@ def test_segment_metadata_older_than_version_2_read_only_with_skip_min_version_c
         (old,) = old_ok.open_log("old").log_segments()
         assert (old.version, old.ledger_id, old.first_txid, old.last_txid) == (1, seg.ledger_id, 1, 3)
         assert [s.version for s in old_ok.catalog().segments(["old"])["old"]] == [1]
+
+
+def test_a_segment_completed_between_listing_and_reading_is_still_listed(
+    ns: storage.Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader lists a log's segment nodes, then reads them; a writer completing a segment in between replaces its
+    in-progress node with the completed one. The list is taken again instead of leaving the segment out, so a
+    reader opened at that instant reads every record (it used to find the log empty)."""
+    ns.create_log("race")
+    dlm = ns.open_log("race")
+    w = dlm.open_writer()
+    for txid in range(1, 6):
+        w.write(LogRecord(txid, b"r%d" % txid))
+    w.flush()
+    store = ns.metastore
+    real_get_many = store.get_many
+    completed: list[str] = []
+
+    def get_many(paths: list[str]) -> list[object]:
+        if not completed and any("inprogress" in p for p in paths):
+            completed.append(paths[0])
+            w.close()  # the segment completes between the listing and this read
+        return real_get_many(paths)  # type: ignore[return-value]
+
+    monkeypatch.setattr(store, "get_many", get_many)
+    with ns.open_log("race").open_reader(DLSN.INITIAL) as r:
+        got = r.read_bulk(100, non_blocking=True)
+    assert completed, "the race was not exercised"
+    assert [rec.txid for rec in got] == [1, 2, 3, 4, 5]
+    assert [s.in_progress for s in dlm.log_segments()] == [False]
