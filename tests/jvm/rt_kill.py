@@ -42,6 +42,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import storage  # noqa: E402
+from tests.spark.faults import _descendants, _kill_group  # noqa: E402
+from tests.storage.test_writer_reader import read_all  # noqa: E402
 from tools.history import History, HistoryRecorder, check  # noqa: E402
 
 SRC, OUT = "src", "out"
@@ -177,30 +179,12 @@ def _start_driver(work: Path, uri: str, master: str, logs: list[Any]) -> subproc
     )  # fmt: skip
 
 
-def _children(pid: int) -> list[int]:
-    """The children of every thread of ``pid`` (a JVM starts its children from many threads)."""
-    out: list[int] = []
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            out += [int(x) for x in children.read_text().split()]
-    return out
-
-
 def _cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        for c in _children(todo.pop()):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def _lock_holders(ns_dir: Path) -> set[int]:
@@ -279,8 +263,7 @@ def run(work: Path, plan: list[tuple[str, str]], seed: int, master: str = DEFAUL
             time.sleep(rng.uniform(0.2, 2.0) if when == "batch0" else rng.uniform(0.5, 4.0))
             label = f"{who}@batch{_running_batch(work)}"
             if who == "driver":
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                _kill_group(proc)
                 result.kills.append(label)
                 proc = _start_driver(work, uri, master, outs)
                 expect = current + 1
@@ -311,8 +294,7 @@ def run(work: Path, plan: list[tuple[str, str]], seed: int, master: str = DEFAUL
     finally:
         producer.stop.set()
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _kill_group(proc)
         for f in outs:
             f.close()
     lines = _driver_log(work)
@@ -322,8 +304,8 @@ def run(work: Path, plan: list[tuple[str, str]], seed: int, master: str = DEFAUL
     result.failed_queries = len([x for x in lines if x.startswith("FAILED")])
     history_dir = work / "history"
     with HistoryRecorder(history_dir, "final") as rec, storage.open_namespace(uri) as ns:
-        src = _read(ns, SRC)
-        out = _read(ns, OUT)
+        src = read_all(ns.open_log(SRC))
+        out = read_all(ns.open_log(OUT))
         for r in src:
             rec.input(SRC, bytes(r.payload), dlsn=r.dlsn)
         for r in out:
@@ -336,16 +318,6 @@ def run(work: Path, plan: list[tuple[str, str]], seed: int, master: str = DEFAUL
     result.ok = report.ok and result.txid_mismatches == 0 and result.input == result.output > 0
     result.seconds = time.monotonic() - started
     return result
-
-
-def _read(ns: Any, log: str) -> list[Any]:
-    out: list[Any] = []
-    with ns.open_log(log).open_reader(storage.DLSN.INITIAL) as r:
-        while True:
-            batch = r.read_bulk(1000, non_blocking=True)
-            if not batch:
-                return out
-            out += batch
 
 
 def main(argv: list[str]) -> int:

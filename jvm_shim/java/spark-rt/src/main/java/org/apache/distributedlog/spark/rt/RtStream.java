@@ -223,7 +223,7 @@ final class RtStream implements MicroBatchStream, SupportsAdmissionControl, Supp
         int index = 0;
         try {
             Namespace ns = ns();
-            for (Map.Entry<String, DLSN> it : new TreeMap<>(e).entrySet()) {
+            for (Map.Entry<String, DLSN> it : e.entrySet()) { // by log name: an offset's positions are sorted
                 String log = it.getKey();
                 String location = Executors.pick(executors, index++);
                 DLSN from = s.get(log);
