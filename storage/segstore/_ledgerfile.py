@@ -7,10 +7,14 @@ store translates both into :mod:`storage.errors` classes.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
+import logging
 import os
 import struct
 import sys
+import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +39,62 @@ STATE_CLOSED = 1
 STATE_FENCED = 2
 _HEADER_FIELDS = struct.Struct(">4sHBxqqqq20x")  # 60 bytes, then the CRC32C (u32)
 HEADER_SIZE = _HEADER_FIELDS.size + 4  # 64
+
+#: How long fencing waits for a ledger file's lock held by another process's append (normally a few microseconds:
+#: the header check and the write); only a holder frozen inside that window (SIGSTOP, a debugger) keeps it longer.
+FENCE_LOCK_WAIT_S = 10.0
+#: After this long, a wait for a ledger file's lock says which process holds it.
+LOCK_WAIT_LOG_AFTER_S = 1.0
+
+log = logging.getLogger("storage.segstore.local")
+
+
+def lock_holders(fd: int) -> list[int]:
+    """Process ids holding an ``flock`` on the open file ``fd`` (from ``/proc/locks``; empty where unknown)."""
+    try:
+        st = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device and fields[4].isdigit():
+            pids.append(int(fields[4]))
+    return pids
+
+
+def lock_within(fd: int, what: str, timeout_s: float) -> None:
+    """Take ``flock(LOCK_EX)`` on ``fd``, polling up to ``timeout_s``; a wait past :data:`LOCK_WAIT_LOG_AFTER_S`
+    logs once which process holds it.
+
+    Raises:
+        TimeoutError: still held by another after ``timeout_s`` (the message names the holding processes).
+        OSError: the lock call failed otherwise.
+    """
+    start = time.monotonic()
+    delay = 0.0005
+    logged = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+        waited = time.monotonic() - start
+        if waited >= timeout_s or (not logged and waited >= LOCK_WAIT_LOG_AFTER_S):
+            holders = ", ".join(str(p) for p in lock_holders(fd)) or "unknown"
+            message = f"{what} is locked by process {holders} (an append of a writer that is frozen or stuck)"
+            if waited >= timeout_s:
+                raise TimeoutError(f"{message} for {timeout_s:g}s")
+            log.warning("waiting for %s; giving up after %gs", message, timeout_s)
+            logged = True
+        time.sleep(min(delay, max(0.0, timeout_s - waited)))
+        delay = min(delay * 2, 0.05)
+
 
 # --- frames -------------------------------------------------------------------------------
 _FRAME_FIELDS = struct.Struct(">Iqq")  # length, entry id, lac: 20 bytes, covered by the CRC

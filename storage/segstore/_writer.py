@@ -29,7 +29,7 @@ class LocalLedgerWriter(QueuedLedgerWriter):
 
     The thread takes everything queued, encodes it as one buffer, and under ``flock(LOCK_EX)``
     on the ledger file re-reads the header (fenced -> the batch fails with
-    :class:`WriterFencedError`), writes at the end of the frames and ``fdatasync``\\ s, then
+    :class:`WriterFencedError`) and writes at the end of the frames; then it ``fdatasync``\\ s and
     reports the batch in entry-id order: futures of :meth:`append_async` resolve, and entries
     of :meth:`append_nowait` go to the ack listener in one call per run of such entries.
     ``sync_count`` counts those barriers. Queue, life cycle and reports: :class:`QueuedLedgerWriter`.
@@ -100,14 +100,17 @@ class LocalLedgerWriter(QueuedLedgerWriter):
     def _write_batch(self, entries: list[tuple[int, bytes]], lac: int) -> None:
         buf, rel = lf.encode_frames(entries, lac)
         try:
+            # The lock covers the fence check and the write only: a fence after it seals these frames (syncing them
+            # itself), and the fdatasync below then makes them ours to acknowledge. A writer frozen while holding the
+            # lock holds up the next owner's fence, so the lock is held for as little as that.
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 self._check_open()
                 lf.pwrite_all(self._fd, buf, self._end)
-                os.fdatasync(self._fd)
-                self.sync_count += 1
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.fdatasync(self._fd)
+            self.sync_count += 1
         except OSError as exc:
             # Part of the batch may be on disk (a short write, a failed fdatasync): outcome unknown. The ledger is in
             # error from now on; a writer opened again later recovers it.
@@ -130,8 +133,15 @@ class LocalLedgerWriter(QueuedLedgerWriter):
         what is durable; if that fails too, the ledger stays in error and recovery meets whatever is on the disk.
         """
         try:
-            os.ftruncate(self._fd, self._end)
-            os.fdatasync(self._fd)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                header = lf.read_header(self._fd)
+                if header is not None and header.sealed:
+                    return  # a fence sealed the ledger meanwhile: its seal decided which frames are in it
+                os.ftruncate(self._fd, self._end)
+                os.fdatasync(self._fd)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
         except OSError as exc:
             log.warning(
                 "ledger %s: cannot cut %s back to its synced end %d: %s", self._ledger_id, self._path, self._end, exc

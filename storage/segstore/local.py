@@ -59,8 +59,12 @@ lets a sealed ledger be opened with one read instead of a scan):
 
 Visibility: in an open ledger readers see entries ``0..LAC`` where LAC is the lac field of the
 last frame that is complete and passes its checksum; in a sealed ledger every entry up to the
-header's last entry id. Appends and sealing (close, fence) take ``flock(LOCK_EX)`` on the ledger
-file, so they are linearizable across processes; readers take no lock.
+header's last entry id. Appends (the header check and the write, not the ``fdatasync`` after it) and
+sealing (close, fence) take ``flock(LOCK_EX)`` on the ledger file, so they are linearizable across
+processes; readers take no lock. A fence that finds frames written but not yet synced seals them
+with its own sync, so their writer, once its sync returns, may acknowledge them. Fencing waits for
+the lock at most ``FENCE_LOCK_WAIT_S`` (a writer frozen inside an append holds it), naming the
+holding process after a second.
 
 Damage versus torn tail: a frame that fails its checksum, or a malformed frame whose bytes are
 followed by a good frame of the next entry (found by searching for it), is damage: it is kept,
@@ -224,7 +228,8 @@ class LocalSegmentStore(SegmentStore):
         Raises:
             LedgerNotFoundError: no such ledger.
             InvalidArgumentError: a negative ledger id.
-            SegmentStoreError: I/O failure or a damaged header.
+            SegmentStoreError: I/O failure or a damaged header; or (retriable) another process's append kept the
+                ledger file locked for ``FENCE_LOCK_WAIT_S`` (its writer is frozen inside the append).
             AlreadyClosedError: the store was closed.
         """
         self._check_open()
@@ -236,7 +241,10 @@ class LocalSegmentStore(SegmentStore):
         except OSError as exc:
             raise SegmentStoreError(f"cannot open ledger {ledger_id}: {exc}") from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                lf.lock_within(fd, f"ledger {ledger_id} ({path})", lf.FENCE_LOCK_WAIT_S)
+            except TimeoutError as exc:
+                raise SegmentStoreError(f"cannot fence ledger {ledger_id}: {exc}", retriable=True) from None
             header = lf.read_header(fd)
             if header is None:
                 raise SegmentStoreError(f"ledger {ledger_id}: damaged header")

@@ -12,6 +12,8 @@ for what it needs to see (acknowledgements in the producers' histories, the new 
 from __future__ import annotations
 
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -51,13 +53,46 @@ def _owns(address: str, stream: str) -> bool:
     return stream in dict(ownerships)
 
 
+def _holds_flock(pid: int) -> bool:
+    """Whether process ``pid`` holds an ``flock`` (per ``/proc/locks``)."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[1] == "FLOCK" and fields[4] == str(pid):
+            return True
+    return False
+
+
+def _freeze_outside_appends(process: subprocess.Popen[str]) -> int:
+    """SIGSTOP ``process`` at a moment it holds no ledger file's lock; returns how many freezes were undone.
+
+    A local ledger's append holds the file's ``flock`` for its header check and write (microseconds), and the next
+    owner's fence waits for that lock (up to ``FENCE_LOCK_WAIT_S``, then the takeover fails and is tried again): a
+    writer frozen inside that window holds its stream until it runs again. This test is about a frozen owner with
+    requests in flight, so it freezes the owner outside that window, as a pause almost always lands.
+    """
+    for undone in range(100):
+        process.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _stopped(process.pid), f"process {process.pid} stopped")
+        if not _holds_flock(process.pid):
+            return undone
+        process.send_signal(signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"process {process.pid} held a file lock at each of 100 freezes")
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T in ``/proc/<pid>/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
 @pytest.mark.parametrize("fault", ["sigkill", "sigstop"])
 def test_owner_fails_with_large_requests_in_flight(
     fault: str, zk_local_uri: str, proxy_process: StartProxy, tmp_path: Path
 ) -> None:
     conf = {"zkSessionTimeoutSeconds": SESSION_S}
-    owner, a = proxy_process(zk_local_uri, conf=conf)
-    _other, b = proxy_process(zk_local_uri, conf=conf)
+    owner, a = proxy_process(zk_local_uri, conf=conf, verbose=True)  # INFO lines: acquisitions, in their logs
+    _other, b = proxy_process(zk_local_uri, conf=conf, verbose=True)
     streams = [stream_routed_to(a, [a, b], prefix=f"inflight-{fault}-")]
     with storage.open_namespace(zk_local_uri) as ns:
         for s in streams:
@@ -78,11 +113,12 @@ def test_owner_fails_with_large_requests_in_flight(
         owner.kill()
         owner.wait(timeout=30)
     else:
-        owner.send_signal(signal.SIGSTOP)
+        refrozen = _freeze_outside_appends(owner)
         try:  # frozen until its session expired and the other proxy took the stream over
             wait_until(lambda: _owns(b, streams[0]), f"{b} owning {streams[0]}")
         finally:
             owner.send_signal(signal.SIGCONT)
+        print(f"owner frozen again {refrozen} times: it was inside an append, holding the ledger file's lock")
     wait_until(lambda: _every_producer_acked(history, before), "writes going on through the other proxy")
     stop_file.touch()
     summaries = [p.finish() for p in producers]

@@ -3,9 +3,12 @@ long-poll, ledger ids."""
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -13,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import InvalidArgumentError
+from storage.errors import InvalidArgumentError, SegmentStoreError, WriterFencedError
+from storage.segstore import _ledgerfile as lf
 from storage.segstore.base import SegmentStore
 from storage.segstore.local import LocalSegmentStore
 from tests.storage.observe import GENEROUS_S, wait_parked_in
@@ -135,3 +139,65 @@ def test_ledger_ids_unique_across_processes(
         fresh = s.create_ledger()
         assert fresh.ledger_id > max(ids)  # deleted ids are never handed out again
         fresh.abort()
+
+
+def test_fence_waits_a_bounded_time_for_a_frozen_append_and_names_its_process(
+    local_store: LocalSegmentStore, store_root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer process frozen inside an append (holding the ledger file's lock) holds up a fence for at most
+    ``FENCE_LOCK_WAIT_S``: the fence then fails, retriable, naming the process; once that process is gone it
+    succeeds."""
+    writer = local_store.create_ledger()
+    writer.append(b"kept")
+    path = store_root / "ledgers" / lf.ledger_file_name(writer.ledger_id)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        holder.send_signal(signal.SIGSTOP)
+        monkeypatch.setattr(lf, "FENCE_LOCK_WAIT_S", 1.5)
+        with caplog.at_level(logging.WARNING, "storage.segstore.local"), pytest.raises(SegmentStoreError) as err:
+            local_store.fence(writer.ledger_id)
+        assert err.value.retriable and f"locked by process {holder.pid}" in str(err.value), err.value
+        assert any(f"process {holder.pid}" in r.getMessage() for r in caplog.records), caplog.text
+        assert not local_store.info(writer.ledger_id).fenced  # the failed fence changed nothing
+    finally:
+        holder.kill()
+        holder.send_signal(signal.SIGCONT)
+        holder.wait()
+    assert local_store.fence(writer.ledger_id) == 0
+    writer.abort()
+
+
+def test_fence_between_an_append_and_its_sync_seals_the_appended_entries(
+    local_store: LocalSegmentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer holds the ledger file's lock for the fence check and the write only: a fence while the writer is
+    in its ``fdatasync`` does not wait for it, seals the written entries (synced by the seal), and the writer then
+    acknowledges them; its next append is refused."""
+    writer = local_store.create_ledger()
+    assert writer.append(b"e0") == 0
+    in_sync, go_on = threading.Event(), threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        if threading.current_thread().name.startswith("ledger-writer") and not go_on.is_set():
+            in_sync.set()
+            assert go_on.wait(GENEROUS_S)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    pending = writer.append_async(b"e1")
+    assert in_sync.wait(GENEROUS_S)
+    try:
+        assert local_store.fence(writer.ledger_id) == 1  # the written frame is in, before its writer synced it
+    finally:
+        go_on.set()
+    assert pending.result(GENEROUS_S) == 1
+    assert [d for _, d in local_store.read_entries(writer.ledger_id, 0, 1)] == [b"e0", b"e1"]
+    with pytest.raises(WriterFencedError):
+        writer.append(b"e2")
+    writer.abort()
