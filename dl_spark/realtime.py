@@ -22,15 +22,25 @@ that appends each row to a log as it arrives, exactly once for a stateless query
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["FORMAT", "SINK_CLASS", "configure", "jar_paths", "read_stream", "write_stream"]
+__all__ = [
+    "FORMAT",
+    "SINK_CLASS",
+    "clear_unfinished_first_batch",
+    "configure",
+    "jar_paths",
+    "read_stream",
+    "write_stream",
+]
 
 #: The short name of the real-time source.
 FORMAT = "distributedlog-rt"
@@ -38,6 +48,12 @@ FORMAT = "distributedlog-rt"
 SINK_CLASS = "org.apache.distributedlog.spark.rt.DistributedLogForeachWriter"
 
 _Target = TypeVar("_Target")
+
+log = logging.getLogger(__name__)
+
+#: A file Spark writes first and renames into the checkpoint's ``offsets`` or ``commits`` once complete
+#: (``.<batch>.<uuid>.tmp``), and its checksum (``..<batch>.<uuid>.tmp.crc``).
+_SPARK_TEMP_FILE = re.compile(r"^\.\.?\d+\.[0-9a-f-]+\.tmp(\.crc)?$")
 
 
 def jar_paths() -> list[Path]:
@@ -162,9 +178,48 @@ def write_stream(
         jwriter = sink.forStream(df._jdf, uri, log, jopts)
     except Py4JJavaError as e:
         raise convert_exception(e.java_exception) from None
+    clear_unfinished_first_batch(spark, checkpoint)
     writer = df.writeStream
     writer._jwrite = writer._jwrite.foreach(jwriter)
     writer = writer.outputMode("update").option("checkpointLocation", checkpoint)
     if trigger is not None:
         writer = writer.trigger(realTime=trigger)  # type: ignore[call-overload]  # pyspark's overloads lack it
     return writer.start()
+
+
+def clear_unfinished_first_batch(spark: SparkSession, checkpoint: str) -> list[str]:
+    """Remove what a driver that stopped while writing a query's *first* batch left in the checkpoint: Spark's
+    temporary files in ``offsets`` and ``commits`` when neither holds a finished batch. Returns the removed paths.
+
+    Spark writes each checkpoint file under a temporary name and renames it when complete. A driver killed between
+    the two leaves the temporary file, and a query whose first batch was never finished must start from an empty
+    ``offsets`` directory: Spark's Real-Time Mode then refuses every restart
+    (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Those files hold no finished batch, so nothing is lost by
+    removing them. A checkpoint with a finished batch is left as it is. Works on any Hadoop file system.
+    """
+    jvm = spark._jvm
+    assert jvm is not None
+    hadoop_fs: Any = jvm.org.apache.hadoop.fs
+    root = hadoop_fs.Path(checkpoint)
+    fs = root.getFileSystem(spark._jsc.hadoopConfiguration())  # type: ignore[union-attr]
+    leftovers = []
+    for name in ("offsets", "commits"):
+        directory = hadoop_fs.Path(root, name)
+        if not fs.exists(directory):
+            continue
+        for status in fs.listStatus(directory):
+            path = status.getPath()
+            if path.getName().isdigit():
+                return []  # a finished batch: not a first batch, nothing to clear
+            if _SPARK_TEMP_FILE.match(path.getName()):
+                leftovers.append(path)
+    for path in leftovers:
+        fs.delete(path, False)
+    if leftovers:
+        log.warning(
+            "checkpoint %s: removed %d temporary files of a first batch its driver never finished: %s",
+            checkpoint,
+            len(leftovers),
+            ", ".join(str(p.getName()) for p in leftovers),
+        )
+    return [str(p.toString()) for p in leftovers]

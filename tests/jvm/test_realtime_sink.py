@@ -21,7 +21,9 @@ Scenarios:
   and nothing of it is visible;
 * refused: rows without the position columns or without ``value``, a source of two logs or of a ``streamPattern``, an
   unknown option (when the query is defined, ``IllegalArgumentException``), two output rows for one source record
-  (the query fails); two source logs into one output log with ``atLeastOnce=true``: every record written.
+  (the query fails); two source logs into one output log with ``atLeastOnce=true``: every record written;
+* a checkpoint holding the temporary offsets file of a first batch whose driver died while writing it: Spark alone
+  refuses to start the query; ``write_stream`` removes the file and the query runs.
 """
 
 from __future__ import annotations
@@ -226,6 +228,32 @@ def run_job(work: Path, zk_hosts: str) -> dict[str, Any]:
     finally:
         q.stop()
     out["out_multi"] = _final_records(uri, "out-multi")
+
+    # (e) a driver stopped while writing its first batch's offsets left Spark's temporary file in the checkpoint
+    ck_e = work / "ck-e"
+    (ck_e / "offsets").mkdir(parents=True)
+    leftover = f".0.{uuid.uuid4()}.tmp"
+    (ck_e / "offsets" / leftover).write_text("v1\n")  # cut short: the driver died while writing it
+    (ck_e / "offsets" / f".{leftover}.crc").write_bytes(b"crc\x00")
+    _write(uri, "in-e", [b"e-%d" % i for i in range(5)], 1)
+
+    def source_e() -> Any:
+        return realtime.read_stream(spark, uri, "in-e", startingOffsets="earliest")
+
+    clear = realtime.clear_unfinished_first_batch
+    setattr(realtime, "clear_unfinished_first_batch", lambda spark, checkpoint: [])  # noqa: B010  # Spark alone
+    try:
+        out["leftover_spark_alone"] = _refusal(lambda: realtime.write_stream(source_e(), uri, "out-e", str(ck_e)))
+    finally:
+        setattr(realtime, "clear_unfinished_first_batch", clear)  # noqa: B010
+    q = realtime.write_stream(source_e(), uri, "out-e", str(ck_e))
+    try:
+        _wait("the 5 records of in-e in out-e", lambda: len(_records(uri, "out-e")) >= 5, q)
+    finally:
+        q.stop()
+    out["leftover_after"] = [n for n in os.listdir(ck_e / "offsets") if leftover in n]
+    out["out_e"] = _final_records(uri, "out-e")
+    out["in_e"] = _source(uri, "in-e")
     spark.stop()
     return out
 
@@ -292,6 +320,16 @@ def test_several_source_logs_at_least_once(job: dict[str, Any]) -> None:
     assert sorted(r[1] for r in got) == want  # every record (no restart here: once each)
     txids = [r[0] for r in got]
     assert txids == sorted(txids)
+
+
+@pytest.mark.heavy
+def test_a_first_batch_its_driver_never_finished_does_not_block_the_restart(job: dict[str, Any]) -> None:
+    # Spark alone refuses to start on a checkpoint holding the temporary file of an unfinished first batch
+    alone = job["leftover_spark_alone"]
+    assert "[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY]" in alone["message"], alone
+    # write_stream removes it (it holds no finished batch) and the query runs: every record once
+    assert job["leftover_after"] == []
+    assert job["out_e"] == job["in_e"] and len(job["in_e"]) == 5
 
 
 def main(argv: list[str]) -> int:
