@@ -9,8 +9,24 @@ directory it made, up to the first one that existed; files created in a director
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 from pathlib import Path
+
+
+def try_flock(fd: int) -> bool:
+    """Take ``flock(LOCK_EX)`` on ``fd`` without waiting: True if taken, False if another open file holds it.
+
+    Raises:
+        OSError: the lock call failed for another reason.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
 
 
 def fsync_path(path: str | os.PathLike[str]) -> None:

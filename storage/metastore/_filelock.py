@@ -14,8 +14,6 @@ times out can name the current owner.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from storage.common.durable import try_flock
 from storage.errors import AlreadyClosedError, LockingError, OwnershipAcquireFailedError
 from storage.metastore._lockwait import LockWait
 from storage.metastore.base import OwnershipLock
@@ -114,11 +113,10 @@ def acquire(
     try:
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                if try_flock(fd):
+                    break
             except OSError as e:
-                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise LockingError(f"cannot lock {path}: {e}") from e
+                raise LockingError(f"cannot lock {path}: {e}") from e
             if is_closed():
                 raise AlreadyClosedError("metadata store closed while waiting for a lock")
             now = time.monotonic()

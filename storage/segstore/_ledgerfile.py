@@ -7,8 +7,6 @@ store translates both into :mod:`storage.errors` classes.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import functools
 import logging
 import os
@@ -77,13 +75,7 @@ def lock_within(fd: int, what: str, timeout_s: float) -> None:
     start = time.monotonic()
     delay = 0.0005
     logged = False
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError as e:
-            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise
+    while not durable.try_flock(fd):
         waited = time.monotonic() - start
         if waited >= timeout_s or (not logged and waited >= LOCK_WAIT_LOG_AFTER_S):
             holders = ", ".join(str(p) for p in lock_holders(fd)) or "unknown"
