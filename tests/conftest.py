@@ -94,3 +94,11 @@ def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+@pytest.fixture(autouse=True)
+def _no_producer_outlives_its_test() -> Iterator[None]:
+    """A fan-in test that fails before its producer processes finished does not leave them writing."""
+    yield
+    if "tests.proxy._fanin" in sys.modules:
+        sys.modules["tests.proxy._fanin"].kill_leftover_producers()

@@ -53,7 +53,23 @@ def start_producer(
         cmd += ["--payload-bytes", str(payload_bytes)]
     cmd += list(extra)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return Producer(name, proc)
+    producer = Producer(name, proc)
+    _STARTED.append(producer)
+    return producer
+
+
+#: Producers started by this test, stopped by :func:`kill_leftover_producers` when it ends.
+_STARTED: list[Producer] = []
+
+
+def kill_leftover_producers() -> int:
+    """SIGKILL the producers a test started and left running (it failed before they finished); how many were."""
+    left = [p for p in _STARTED if p.proc.poll() is None]
+    for p in left:
+        p.proc.kill()
+        p.proc.communicate()
+    _STARTED.clear()
+    return len(left)
 
 
 def final_read(uri: str, streams: Sequence[str], history: Path) -> dict[str, int]:
