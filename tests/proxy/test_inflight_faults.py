@@ -23,7 +23,7 @@ from dl_proxy.proto import distributedlog_pb2 as pb
 from tests.proxy._fanin import check_history, final_read, start_producer
 from tests.proxy.conftest import StartProxy, stub
 from tests.proxy.test_client_proxies import stream_routed_to
-from tests.storage.observe import wait_until
+from tests.storage.observe import flocks_held_by, stopped, wait_until
 
 PRODUCERS = 2
 SESSION_S = 2
@@ -53,15 +53,6 @@ def _owns(address: str, stream: str) -> bool:
     return stream in dict(ownerships)
 
 
-def _holds_flock(pid: int) -> bool:
-    """Whether process ``pid`` holds an ``flock`` (per ``/proc/locks``)."""
-    for line in Path("/proc/locks").read_text().splitlines():
-        fields = line.split()
-        if len(fields) >= 5 and fields[1] == "FLOCK" and fields[4] == str(pid):
-            return True
-    return False
-
-
 def _freeze_outside_appends(process: subprocess.Popen[str]) -> int:
     """SIGSTOP ``process`` at a moment it holds no ledger file's lock; returns how many freezes were undone.
 
@@ -72,18 +63,12 @@ def _freeze_outside_appends(process: subprocess.Popen[str]) -> int:
     """
     for undone in range(100):
         process.send_signal(signal.SIGSTOP)
-        wait_until(lambda: _stopped(process.pid), f"process {process.pid} stopped")
-        if not _holds_flock(process.pid):
+        wait_until(lambda: stopped(process.pid), f"process {process.pid} stopped")
+        if not flocks_held_by(process.pid):
             return undone
         process.send_signal(signal.SIGCONT)
         time.sleep(0.01)
     raise AssertionError(f"process {process.pid} held a file lock at each of 100 freezes")
-
-
-def _stopped(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (state T in ``/proc/<pid>/stat``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2] == "T"
 
 
 @pytest.mark.parametrize("fault", ["sigkill", "sigstop"])
