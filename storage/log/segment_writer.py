@@ -236,7 +236,9 @@ class SegmentWriter:
             # the control entry's piggy-backed LAC covers it.
             self._control_covers = self._last_acked_data_entry
         self._builder.add(make_control_record(max(self.last_txid, 0), self.position))
-        self.transmit()
+        # Not durable on its own: it only publishes entries that are durable already, so a crash that loses it
+        # loses nothing (recovery publishes them); the next data entry's barrier, or the seal, makes it durable.
+        self.transmit(durable=False)
 
     def needs_control(self) -> bool:
         """True if acknowledged data is not yet published by a control record."""
@@ -259,8 +261,9 @@ class SegmentWriter:
     def has_pending(self) -> bool:
         return self._builder.num_records > 0
 
-    def transmit(self) -> None:
-        """Append the current entry to the ledger (no-op when empty)."""
+    def transmit(self, *, durable: bool = True) -> None:
+        """Append the current entry to the ledger (no-op when empty); ``durable=False`` for a commit record alone
+        (see :meth:`storage.segstore.base.LedgerWriter.append_nowait`)."""
         builder = self._builder
         if builder.num_records == 0:
             return
@@ -281,7 +284,7 @@ class SegmentWriter:
             self._control_covers = self._last_acked_data_entry
         self._unacked.append(packet)  # before the append: its ack may come at once
         try:
-            self.ledger.append_nowait(data)
+            self.ledger.append_nowait(data, durable=durable)
         except DLError as e:
             self._unacked.pop()  # not queued, so never reported (only this thread appends)
             e.outcome_unknown = True  # an append that failed part way (a full disk) may have stored some of it

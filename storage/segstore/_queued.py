@@ -120,6 +120,9 @@ class QueuedLedgerWriter(LedgerWriter):
         self._report_lock = threading.RLock()  # re-entrant: a listener may call abort()
         self._queue: list[tuple[int, bytes]] = []
         self._queue_futs: list[Future[int] | None] = []
+        #: Whether an entry queued must be durable before it is acknowledged (``append_nowait(durable=False)``
+        #: queues entries that need not be; a store may then skip the batch's durability barrier).
+        self._queue_durable = False
         self._listener: AckListener | None = None
         self._state = OPEN
         self._error: DLError | None = None  # sticky: every later append fails like this
@@ -189,9 +192,9 @@ class QueuedLedgerWriter(LedgerWriter):
         :meth:`append_nowait` entries in each group commit."""
         self._listener = listener
 
-    def append_nowait(self, data: bytes) -> None:
+    def append_nowait(self, data: bytes, *, durable: bool = True) -> None:
         """Queue ``data`` as the next entry; the ack listener learns its outcome (see
-        :meth:`LedgerWriter.append_nowait`). If the writer already failed, the entry is
+        :meth:`LedgerWriter.append_nowait`, also for ``durable``). If the writer already failed, the entry is
         queued anyway and reported failed, in order, by the thread.
 
         Raises:
@@ -211,6 +214,8 @@ class QueuedLedgerWriter(LedgerWriter):
             queue.append((self._next_id, payload))
             self._queue_futs.append(None)
             self._next_id += 1
+            if durable:
+                self._queue_durable = True
             if self._error is None:
                 self._bytes += len(payload)
             if len(queue) == 1:
@@ -224,6 +229,7 @@ class QueuedLedgerWriter(LedgerWriter):
         queue.append((self._next_id, payload))
         self._queue_futs.append(fut)
         self._next_id += 1
+        self._queue_durable = True
         if len(queue) == 1:  # the thread waits on an empty queue (or on its writes)
             self._cond.notify_all()
 

@@ -33,6 +33,11 @@ class LocalLedgerWriter(QueuedLedgerWriter):
     reports the batch in entry-id order: futures of :meth:`append_async` resolve, and entries
     of :meth:`append_nowait` go to the ack listener in one call per run of such entries.
     ``sync_count`` counts those barriers. Queue, life cycle and reports: :class:`QueuedLedgerWriter`.
+
+    A batch of only ``append_nowait(durable=False)`` entries is written without ``fdatasync``: the next
+    synced batch (its ``fdatasync`` covers the whole file) or the seal makes it durable. Its entries never
+    count as acknowledged in the LAC that later frames carry until then, and a failed write or sync cuts
+    the file back to the end of the last *synced* batch, these entries included.
     """
 
     _thread_name = "ledger-writer"
@@ -43,6 +48,7 @@ class LocalLedgerWriter(QueuedLedgerWriter):
         self._path = path
         self._in_flight: Batch | None = None  # the batch being written, until reported
         self._end = lf.HEADER_SIZE  # where the next frame goes
+        self._synced_end = lf.HEADER_SIZE  # end of the frames made durable by an fdatasync
         self._offsets = array("q")  # frame offsets of written entries, for the sealed index
 
     def _busy(self) -> bool:
@@ -70,13 +76,14 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                     return
                 entries, self._queue = self._queue, []
                 futs, self._queue_futs = self._queue_futs, []
+                durable, self._queue_durable = self._queue_durable, False
                 batch = self._in_flight = (entries, futs)
                 lac = self._lac
                 error = self._error
             if error is None:
                 t0 = time.perf_counter()
                 try:
-                    self._write_batch(entries, lac)
+                    self._write_batch(entries, lac, durable)
                     _STATS.observe("append", time.perf_counter() - t0, sum(len(d) for _, d in entries))
                 except DLError as exc:
                     _STATS.error("append")
@@ -87,8 +94,8 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                     error.__cause__ = exc
             with self._report_lock:
                 with self._cond:
-                    if error is None:
-                        self._lac = entries[-1][0]
+                    if error is None and durable:
+                        self._lac = entries[-1][0]  # this batch's fdatasync covered the unsynced ones before it
                     elif self._error is None:
                         self._error = error
                     mine = self._in_flight is batch  # else abort() took (and reported) it
@@ -97,7 +104,7 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                 if mine:
                     self._report(entries, futs, None if error is None else copy_error(error))
 
-    def _write_batch(self, entries: list[tuple[int, bytes]], lac: int) -> None:
+    def _write_batch(self, entries: list[tuple[int, bytes]], lac: int, durable: bool) -> None:
         buf, rel = lf.encode_frames(entries, lac)
         try:
             # The lock covers the fence check and the write only: a fence after it seals these frames (syncing them
@@ -109,8 +116,9 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                 lf.pwrite_all(self._fd, buf, self._end)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.fdatasync(self._fd)
-            self.sync_count += 1
+            if durable:
+                os.fdatasync(self._fd)
+                self.sync_count += 1
         except OSError as exc:
             # Part of the batch may be on disk (a short write, a failed fdatasync): outcome unknown. The ledger is in
             # error from now on; a writer opened again later recovers it.
@@ -122,6 +130,8 @@ class LocalLedgerWriter(QueuedLedgerWriter):
             ) from exc
         self._offsets.extend(self._end + r for r in rel)
         self._end += len(buf)
+        if durable:
+            self._synced_end = self._end
 
     def _discard_unsynced(self) -> None:
         """After a failed write or fdatasync, cut the file back to the end of the last synced batch.
@@ -138,13 +148,17 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                 header = lf.read_header(self._fd)
                 if header is not None and header.sealed:
                     return  # a fence sealed the ledger meanwhile: its seal decided which frames are in it
-                os.ftruncate(self._fd, self._end)
+                os.ftruncate(self._fd, self._synced_end)
                 os.fdatasync(self._fd)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
         except OSError as exc:
             log.warning(
-                "ledger %s: cannot cut %s back to its synced end %d: %s", self._ledger_id, self._path, self._end, exc
+                "ledger %s: cannot cut %s back to its synced end %d: %s",
+                self._ledger_id,
+                self._path,
+                self._synced_end,
+                exc,
             )
 
     def _check_open(self) -> lf.Header:

@@ -107,8 +107,14 @@ class LedgerWriter(ABC):
         self.__pending: deque[Future[int]] = deque()
         self.__report_lock = threading.RLock()
 
-    def append_nowait(self, data: bytes) -> None:
+    def append_nowait(self, data: bytes, *, durable: bool = True) -> None:
         """Queue ``data`` as the next entry; its outcome goes to the ack listener.
+
+        ``durable=False`` allows the store to acknowledge the entry once it is written, before it is durable: the
+        next durable append, or sealing the ledger, makes it durable along with the entries after it. A crash may
+        lose it (and only it and later such entries), so it is for an entry whose loss loses nothing, such as a
+        commit record that only publishes entries already durable. The LAC never covers such an entry before it is
+        durable. A store with no separate durability barrier (each append durable when acknowledged) ignores it.
 
         Raises:
             AlreadyClosedError: the writer was closed.

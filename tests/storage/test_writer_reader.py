@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -123,6 +124,23 @@ def test_immediate_flush_publishes_every_entry_of_a_burst(ns: storage.Namespace)
     assert [x.dlsn for x in got] == dlsns
     r.close()
     w.close()
+
+
+def test_immediate_flush_costs_one_sync_per_data_entry(tmp_path: Path) -> None:
+    # the commit record that publishes an acknowledged entry needs no fdatasync of its own (it publishes only durable
+    # entries; the next entry's fdatasync, or the seal, makes it durable): one barrier per data entry, not two
+    with storage.open_namespace(f"distributedlog-local://{tmp_path / 'ns'}") as local:
+        dlm = local.open_log("one-sync", {"enableImmediateFlush": True, "writerOutputBufferSize": 0})
+        w = dlm.open_async_writer()
+        r = dlm.open_async_reader(DLSN.INITIAL)
+        for t in range(1, 41):
+            dlsn = w.write(LogRecord(t, payload(t))).result(10)
+            assert r.read_next().result(10).dlsn == dlsn  # published at once, as before
+        seg = w._seg
+        assert seg is not None
+        assert seg.ledger.sync_count == 40
+        r.close()
+        w.close()
 
 
 def test_periodic_flush_makes_writes_visible(ns: storage.Namespace) -> None:
