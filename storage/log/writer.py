@@ -452,9 +452,16 @@ class AsyncLogWriter:
         return seg
 
     def _want_commit(self) -> None:
-        """Ask for a commit of what was acknowledged (enableImmediateFlush); starts the commit thread when none
-        runs. Called on the segment store's ack path, which must never wait for the writer lock: this takes
-        only ``_commit_cond``."""
+        """Commit what was acknowledged (enableImmediateFlush). Called on the segment store's ack path, which must
+        never wait for the writer lock: when the lock is free the commit record is queued right here (no thread
+        hand-off; the ledger writes it after this report), else the commit thread is asked for it (started when
+        none runs), which takes only ``_commit_cond``."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._commit_if_needed()
+            finally:
+                self._lock.release()
+            return
         with self._commit_cond:
             if self._stop.is_set():
                 return
@@ -495,13 +502,18 @@ class AsyncLogWriter:
         # Acks arrive on the segment store's commit thread, which must never wait for the
         # writer lock, so they only ask for a commit; this thread coalesces them into commits.
         while self._next_commit():
-            try:
-                with self._lock:
-                    seg = self._seg
-                    if seg is not None and not self._closed and seg.error is None and seg.needs_control():
-                        seg.write_control()
-            except DLError as e:  # surfaced to the user by the next write/flush
-                log.debug("immediate flush of %r: %s", self._h.name, e)
+            with self._lock:
+                self._commit_if_needed()
+
+    def _commit_if_needed(self) -> None:
+        """Queue a commit record if acknowledged data is not yet published (``_lock`` held); an error is left for
+        the next write or flush to raise."""
+        try:
+            seg = self._seg
+            if seg is not None and not self._closed and seg.error is None and seg.needs_control():
+                seg.write_control()
+        except DLError as e:  # surfaced to the user by the next write/flush
+            log.debug("immediate flush of %r: %s", self._h.name, e)
 
     def _flush_and_commit(self) -> DLSN:
         with self._lock:

@@ -14,9 +14,10 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import cast
+from typing import ClassVar, cast
 
 from storage.common.futures import FutureGroup
+from storage.common.workers import WorkerPool
 from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, TransmitError, WriteCancelledError
 from storage.segstore.base import NO_ENTRY, AckListener, LedgerWriter
 
@@ -92,6 +93,20 @@ def report_batch(
         i = j
 
 
+class _PooledTurn:
+    """What ``_thread`` holds while a writer's turn runs on a pool thread (or waits for one): ``join`` waits for the
+    turn to end; ``thread`` is the pool thread once the turn started."""
+
+    __slots__ = ("done", "thread")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def join(self) -> None:
+        self.done.wait()
+
+
 class QueuedLedgerWriter(LedgerWriter):
     """The front every ledger writer shares; the store's subclass writes what is queued.
 
@@ -102,7 +117,10 @@ class QueuedLedgerWriter(LedgerWriter):
 
     The thread exists only while there is work: the first append starts it, and it exits once it
     has had nothing queued or in flight for ``IDLE_THREAD_EXIT_S`` while the writer is open (the
-    next append starts another), or once the writer is closed or aborted and nothing is left.
+    next append starts another), or once the writer is closed or aborted and nothing is left. A
+    store whose writers set ``_pool`` runs that body as a *turn* on a thread of the shared pool
+    instead: no thread is started in the path of an append, and the turn ends as soon as nothing
+    is queued or in flight (the pool's thread goes on to other writers' turns).
 
     Reports are serialized by ``_report_lock`` (taken before ``_cond``): whoever takes a batch
     out of flight under ``_cond`` -- the thread when its write finished, or :meth:`abort` --
@@ -112,6 +130,8 @@ class QueuedLedgerWriter(LedgerWriter):
     """
 
     _thread_name = "ledger-writer"
+    #: Threads shared by the writers of a store (None: a thread of its own per writer, see the class docstring).
+    _pool: ClassVar[WorkerPool | None] = None
 
     def __init__(self, ledger_id: int) -> None:
         self._futures = FutureGroup()  # cheap futures resolved a batch at a time
@@ -130,7 +150,7 @@ class QueuedLedgerWriter(LedgerWriter):
         self._lac = NO_ENTRY
         self._bytes = 0
         self._close_result: int | DLError | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | _PooledTurn | None = None
         #: Durability barriers issued for appends so far (fdatasync calls, RADOS operations).
         self.sync_count = 0
 
@@ -234,8 +254,23 @@ class QueuedLedgerWriter(LedgerWriter):
             self._cond.notify_all()
 
     def _start_thread(self) -> None:
-        """Start the background thread (``_cond`` held; it waits for ``_cond`` before looking at the queue). When
-        the thread cannot be started, nothing changes and the error propagates: the next append tries again."""
+        """Start the background thread, or submit a turn to the pool (``_cond`` held; the body waits for ``_cond``
+        before looking at the queue). When no thread can be started, nothing changes and the error propagates: the
+        next append tries again."""
+        pool = self._pool
+        if pool is not None:
+            turn = _PooledTurn()
+
+            def run_turn() -> None:
+                turn.thread = threading.current_thread()
+                try:
+                    self._run()
+                finally:
+                    turn.done.set()
+
+            pool.submit(run_turn)
+            self._thread = turn
+            return
         thread = threading.Thread(target=self._run, name=f"{self._thread_name}-{self._ledger_id}", daemon=True)
         thread.start()
         self._thread = thread
@@ -320,6 +355,9 @@ class QueuedLedgerWriter(LedgerWriter):
             if self._state != OPEN:
                 self._cond.notify_all()
                 return False
+            if self._pool is not None:  # a turn ends when the work does; the pool's thread does the idle waiting
+                self._thread = None
+                return False
             now = time.monotonic()
             if idle_until is None:
                 idle_until = now + IDLE_THREAD_EXIT_S
@@ -332,7 +370,8 @@ class QueuedLedgerWriter(LedgerWriter):
         """Wait for the thread to end (after the state left open: no new one starts then). A no-op without a
         thread, and on the thread itself (a listener that closes or aborts the writer)."""
         thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
+        current = threading.current_thread()
+        if thread is not None and (thread.thread if isinstance(thread, _PooledTurn) else thread) is not current:
             thread.join()
 
     def _report(self, entries: list[tuple[int, bytes]], futs: list[Future[int] | None], exc: DLError | None) -> None:

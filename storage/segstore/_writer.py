@@ -10,18 +10,27 @@ from array import array
 
 from storage.common.durable import os_error_detail
 from storage.common.stats import store_stats
+from storage.common.workers import WorkerPool
 from storage.errors import (
     DLError,
     SegmentStoreError,
     WriterFencedError,
 )
 from storage.segstore import _ledgerfile as lf
-from storage.segstore._queued import Batch, QueuedLedgerWriter, copy_error
+from storage.segstore._queued import IDLE_THREAD_EXIT_S, Batch, QueuedLedgerWriter, copy_error
 
 log = logging.getLogger(__name__)
 
 
 _STATS = store_stats("local")
+
+#: Threads that append to the local ledgers of this process, shared by all of them: a ledger with work takes a
+#: thread for a turn (write and ``fdatasync`` what is queued, report it) and gives it back. Concurrent syncs of many
+#: ledgers are what a journaling file system commits together; this many keep a disk busy without a thread per log.
+LEDGER_IO_THREADS = 64
+
+#: The pool of :data:`LEDGER_IO_THREADS` (an idle thread ends after ``IDLE_THREAD_EXIT_S``).
+LEDGER_IO = WorkerPool("ledger-io", LEDGER_IO_THREADS, IDLE_THREAD_EXIT_S)
 
 
 class LocalLedgerWriter(QueuedLedgerWriter):
@@ -41,6 +50,7 @@ class LocalLedgerWriter(QueuedLedgerWriter):
     """
 
     _thread_name = "ledger-writer"
+    _pool = LEDGER_IO
 
     def __init__(self, ledger_id: int, fd: int, path: str) -> None:
         super().__init__(ledger_id)

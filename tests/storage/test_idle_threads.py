@@ -1,6 +1,7 @@
-"""An open writer that is not written to holds no thread: the ledger writer's group-commit thread and the
-immediate-flush commit thread exit after a short idle time and are started again by the next write, with
-nothing lost, reordered or left unpublished (local files and RADOS, real stores)."""
+"""An open writer that is not written to holds no thread: the threads that append to ledgers (the local ledgers'
+shared pool, a RADOS ledger's own thread) and the immediate-flush commit thread exit after a short idle time and
+are started again by the next write, with nothing lost, reordered or left unpublished (local files and RADOS, real
+stores)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 import storage
 import storage.log.writer as log_writer
 import storage.segstore._queued as queued
+import storage.segstore._writer as local_writer
 from storage import DLSN, LogRecord
 from storage.errors import AlreadyClosedError
 from storage.segstore.base import SegmentStore
@@ -26,7 +28,7 @@ from tests.storage.observe import GENEROUS_S, wait_until
 from tests.storage.segstore._child import RADOS_TEST_MAX_OBJECT_BYTES
 
 #: Thread names of a ledger writer (local files, RADOS).
-LEDGER_THREADS = ("ledger-writer-", "rados-ledger-")
+LEDGER_THREADS = ("ledger-io-", "rados-ledger-")
 
 
 @pytest.fixture(params=["embedded", "zookeeper-rados"])
@@ -40,6 +42,7 @@ def short_idle(monkeypatch: pytest.MonkeyPatch) -> float:
     """Idle threads exit after 50 ms instead of seconds (the tests wait for it)."""
     monkeypatch.setattr(queued, "IDLE_THREAD_EXIT_S", 0.05)
     monkeypatch.setattr(log_writer, "IDLE_THREAD_EXIT_S", 0.05)
+    monkeypatch.setattr(local_writer.LEDGER_IO, "idle_exit_s", 0.05)
     return 0.05
 
 
@@ -48,6 +51,7 @@ def tiny_idle(monkeypatch: pytest.MonkeyPatch) -> float:
     """Idle threads exit after 1 ms: they come and go between writes, racing with them."""
     monkeypatch.setattr(queued, "IDLE_THREAD_EXIT_S", 0.001)
     monkeypatch.setattr(log_writer, "IDLE_THREAD_EXIT_S", 0.001)
+    monkeypatch.setattr(local_writer.LEDGER_IO, "idle_exit_s", 0.001)
     return 0.001
 
 

@@ -184,7 +184,7 @@ def test_fence_between_an_append_and_its_sync_seals_the_appended_entries(
     real_fdatasync = os.fdatasync
 
     def slow_fdatasync(fd: int) -> None:
-        if threading.current_thread().name.startswith("ledger-writer") and not go_on.is_set():
+        if threading.current_thread().name.startswith("ledger-io") and not go_on.is_set():
             in_sync.set()
             assert go_on.wait(GENEROUS_S)
         real_fdatasync(fd)
