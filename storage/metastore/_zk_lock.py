@@ -64,6 +64,9 @@ R = TypeVar("R")
 
 #: Longest a lock waiter sleeps between two looks at the lock members (a watch usually wakes it sooner).
 LOCK_RECHECK_S = 2.0
+#: Stripes of lock paths whose members are created one at a time (a create whose reply was lost is followed by a
+#: look at the lock's children, which must not meet a member another attempt of this store is creating there).
+MEMBER_STRIPES = 64
 #: A wait of :meth:`ZooKeeperLock.confirm` for the reconnection says what waits once it has lasted this long.
 CONFIRM_NOTICE_S = 1.0
 #: Java's ``Integer.MAX_VALUE``: the member id of a lock child whose name does not parse.
@@ -295,7 +298,9 @@ class LockMembers:
     def __init__(self, store: LockStore, mu: threading.Lock) -> None:
         self._store = store
         self._mu = mu
-        self._member_mu = threading.Lock()  # creating lock members / cleaning up after uncertain creates
+        # creating the members of one lock / cleaning up after an uncertain create there: one mutex per stripe of
+        # lock paths, so that locks of different logs are taken concurrently
+        self._member_mus = tuple(threading.Lock() for _ in range(MEMBER_STRIPES))
         self._locks: set[ZooKeeperLock] = set()
         self._members: set[str] = set()  # member paths of this store's live locks and lock attempts
         self._stale_members: dict[str, int] = {}  # member path -> session id: delete when possible
@@ -393,21 +398,26 @@ class LockMembers:
         """On the store's worker after a reconnect in session ``sid``: delete this session's orphan
         members (of creates whose reply was lost) and stale members (of failed attempts and released
         locks); what ZooKeeper cannot be told now waits for the next reconnect."""
-        with self._member_mu:
-            with self._mu:
-                scans = list(self._orphan_scans)
-                stale = dict(self._stale_members)
-            for zlock, prefix, psid in scans:
+        with self._mu:
+            scans = list(self._orphan_scans)
+            stale = dict(self._stale_members)
+        for zlock, prefix, psid in scans:
+            with self._member_mu(zlock):
                 if psid == sid and not self._delete_orphans(zlock, prefix):
                     continue
-                with self._mu:
-                    self._orphan_scans.discard((zlock, prefix, psid))
-            for zmember, msid in stale.items():
+            with self._mu:
+                self._orphan_scans.discard((zlock, prefix, psid))
+        for zmember, msid in stale.items():
+            with self._member_mu(zmember.rsplit("/", 1)[0]):
                 if msid == sid and not self._try_delete(zmember):
                     continue
-                with self._mu:
-                    if self._stale_members.get(zmember) == msid:
-                        del self._stale_members[zmember]
+            with self._mu:
+                if self._stale_members.get(zmember) == msid:
+                    del self._stale_members[zmember]
+
+    def _member_mu(self, zlock: str) -> threading.Lock:
+        """The mutex for creating members of ``zlock`` and cleaning up after uncertain creates there."""
+        return self._member_mus[hash(zlock) % MEMBER_STRIPES]
 
     # --- member nodes ------------------------------------------------------------------------
     def _create_member(self, path: str, zlock: str, client_id: str) -> tuple[str, int]:
@@ -428,7 +438,7 @@ class LockMembers:
             store._await_connected()
             sid = store._current_session()
             prefix = member_prefix(client_id, sid)
-            with self._member_mu:
+            with self._member_mu(zlock):
                 try:
                     created = store._wait(
                         store._create_request(f"{zlock}/{prefix}", data, ephemeral=True, sequence=True)
