@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from storage.segstore._writer import LocalLedgerWriter
 from storage.segstore.local import LocalSegmentStore
 from tools.crashfs import CrashFS
 
@@ -33,9 +34,10 @@ class Acks:
         assert not self.errors
 
 
-def test_a_non_durable_entry_is_acknowledged_without_a_sync_and_only_it_is_lost_in_a_crash(crashfs: CrashFS) -> None:
-    root = crashfs.mountpoint / "ledgers"
-    store = LocalSegmentStore(str(root))
+def _data_then_commit(crashfs: CrashFS) -> tuple[LocalSegmentStore, LocalLedgerWriter, Acks]:
+    """A ledger on the forgetting file system with a durable entry 0 and a non-durable entry 1, both acknowledged;
+    checks that entry 1 cost no barrier."""
+    store = LocalSegmentStore(str(crashfs.mountpoint / "ledgers"))
     writer = store.create_ledger()
     acks = Acks()
     writer.set_ack_listener(acks)
@@ -45,28 +47,25 @@ def test_a_non_durable_entry_is_acknowledged_without_a_sync_and_only_it_is_lost_
     writer.append_nowait(b"commit-1", durable=False)
     acks.wait(2)
     assert writer.sync_count == synced  # acknowledged with no barrier of its own
+    return store, writer, acks
+
+
+def test_a_non_durable_entry_is_acknowledged_without_a_sync_and_only_it_is_lost_in_a_crash(crashfs: CrashFS) -> None:
+    store, writer, _ = _data_then_commit(crashfs)
     assert store.last_add_confirmed(writer.ledger_id) == 0  # its frame publishes entry 0, nothing claims entry 1
     lid = writer.ledger_id
     writer.abort()  # the process "dies" here: nothing sealed, nothing synced after
     store.close()
     crashfs.crash(1)
 
-    store = LocalSegmentStore(str(root))
+    store = LocalSegmentStore(str(crashfs.mountpoint / "ledgers"))
     assert store.fence(lid) == 0  # the commit record is gone, the durable entry is not
     assert list(store.read_entries(lid, 0, 0)) == [(0, b"data-0")]
     store.close()
 
 
 def test_a_later_durable_append_makes_the_non_durable_entries_before_it_durable(crashfs: CrashFS) -> None:
-    root = crashfs.mountpoint / "ledgers"
-    store = LocalSegmentStore(str(root))
-    writer = store.create_ledger()
-    acks = Acks()
-    writer.set_ack_listener(acks)
-    writer.append_nowait(b"data-0")
-    acks.wait(1)
-    writer.append_nowait(b"commit-1", durable=False)
-    acks.wait(2)
+    store, writer, acks = _data_then_commit(crashfs)
     writer.append_nowait(b"data-2")
     acks.wait(3)
     assert acks.ids == [0, 1, 2]
@@ -77,7 +76,7 @@ def test_a_later_durable_append_makes_the_non_durable_entries_before_it_durable(
     store.close()
     crashfs.crash(2)
 
-    store = LocalSegmentStore(str(root))
+    store = LocalSegmentStore(str(crashfs.mountpoint / "ledgers"))
     assert store.fence(lid) == 2
     assert list(store.read_entries(lid, 0, 2)) == [(0, b"data-0"), (1, b"commit-1"), (2, b"data-2")]
     store.close()
