@@ -498,9 +498,9 @@ class AsyncLogWriter:
                 self._commit_cond.wait(idle_until - now)
 
     def _immediate_commits(self) -> None:
-        # enableImmediateFlush: after data is acknowledged, publish it with a control record.
-        # Acks arrive on the segment store's commit thread, which must never wait for the
-        # writer lock, so they only ask for a commit; this thread coalesces them into commits.
+        # enableImmediateFlush: after data is acknowledged, publish it with a control record. An ack that
+        # found the writer lock taken (its path must never wait for it) asks this thread instead, which
+        # waits for the lock and coalesces such requests into commits.
         while self._next_commit():
             with self._lock:
                 self._commit_if_needed()

@@ -104,8 +104,9 @@ class LocalLedgerWriter(QueuedLedgerWriter):
                     error.__cause__ = exc
             with self._report_lock:
                 with self._cond:
-                    if error is None and durable:
-                        self._lac = entries[-1][0]  # this batch's fdatasync covered the unsynced ones before it
+                    if error is None:
+                        if durable:  # this batch's fdatasync covered the unsynced ones before it too
+                            self._lac = entries[-1][0]
                     elif self._error is None:
                         self._error = error
                     mine = self._in_flight is batch  # else abort() took (and reported) it
