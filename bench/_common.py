@@ -1,5 +1,5 @@
 """What the benchmarks share: the records, writer settings, statistics, formatting, the data
-directory and the timed async-writer loop.
+directory, the timed async-writer loop and the pacing of a writer at a given rate.
 
 Importing this module puts the checkout on ``sys.path`` (the benchmarks run from a checkout without
 ``pip install -e .``), so a benchmark imports it before ``storage``.
@@ -44,6 +44,24 @@ def writer_conf(**overrides: object) -> dict[str, object]:
     }
     conf.update(overrides)
     return conf
+
+
+class Throttle:
+    """Paces a loop at ``rate`` iterations per second from ``start`` (``time.perf_counter()``) the way Kafka's
+    ``ProducerPerformance`` throttles a producer: the loop sleeps only once it is at least ``MIN_SLEEP_S`` ahead
+    of the rate, so records go out in short bursts, not one sleep per record (a sleep of a few microseconds costs
+    a wake-up and a thread switch each, which would load the machine more than the writes being measured)."""
+
+    MIN_SLEEP_S = 0.002
+
+    def __init__(self, rate: float, start: float) -> None:
+        self.rate, self.start = rate, start
+
+    def wait(self, i: int) -> None:
+        """Before the ``i``-th iteration (from 0)."""
+        ahead = self.start + i / self.rate - time.perf_counter()
+        if ahead >= self.MIN_SLEEP_S:
+            time.sleep(ahead)
 
 
 # --- statistics and formatting ----------------------------------------------------------------

@@ -14,8 +14,10 @@ one log of the same namespace with one AsyncLogWriter (64 KiB buffer). Every ack
 proxy acknowledges after the core writer's durable append; the direct writer's futures resolve the same way).
 
 Measured: (1) aggregate throughput = records / (last producer done - first producer started), each row the median
-of ``--reps``; (2) ack latency p50/p99 with 4 producers through 1 proxy paced at half the 4-producer maximum, and
-the direct writer paced at half its maximum; (3) failover: a producer writes at a steady pace through 2 proxies;
+of ``--reps``; (2) ack latency p50/p99 of the direct writer paced at half its maximum, and of 1 and 4 producers
+through 1 proxy, each paced at half the maximum of that many producers, with the requests they took and the CPU
+each request cost the producers and the proxy (pacing as Kafka's ``ProducerPerformance``: a producer sleeps once
+it is 2 ms ahead); (3) failover: a producer writes at a steady pace through 2 proxies;
 the owner of its log is SIGKILLed ``--kills`` times (restarted between kills): time from the kill to the first
 acknowledgement after it, p50 and max. Prints one markdown table with the project's targets.
 
@@ -30,6 +32,7 @@ nats-server supports it.
 from __future__ import annotations
 
 import argparse
+import array
 import functools
 import json
 import os
@@ -41,11 +44,12 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # _common first: it puts the checkout on sys.path for `storage`
-from _common import PAYLOAD, REPO, fmt_rate, make_base, median, percentile, remove_base, writer_conf, yes_no
+from _common import PAYLOAD, REPO, Throttle, fmt_rate, make_base, median, percentile, remove_base, writer_conf, yes_no
 from _nats import DEFAULT_WINDOW, nats_server_version
 from _nats import fanin as nats_fanin
 
@@ -56,6 +60,8 @@ TARGET_P99_RATIO = 2.0
 TARGET_P50_MS = 5.0
 SESSION_TIMEOUT_S = 1
 READY = "PROXY listening on "
+#: Producer processes of the paced latency runs (each at half the maximum rate of that many producers).
+LATENCY_PRODUCERS = (1, 4)
 #: ProxyClient keyword options of the producers (``--client-option KEY=VALUE``; default: the client's defaults).
 CLIENT_OPTIONS: dict[str, Any] = {}
 
@@ -111,8 +117,89 @@ def run_producers(
     return out
 
 
-def _stamp(latencies: list[float], sent: float, _f: object) -> None:
-    latencies.append(time.perf_counter() - sent)
+@dataclass
+class Paced:
+    """One paced run through one proxy: its producers, rate, ack latencies, and what it cost."""
+
+    producers: int
+    rate: float
+    latencies: list[float]
+    requests_per_s: float
+    records_per_request: float
+    producer_cpu_per_request_ms: float  # all producer processes' CPU (user + system) / requests
+    proxy_cpu_per_request_ms: float  # the proxy process's CPU / requests
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process used so far, from ``/proc`` (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paced_through_proxy(uri: str, producers: int, rate: float, seconds: float) -> Paced:
+    """``producers`` processes writing ``rate`` records/s in all to one log through a fresh proxy."""
+    log = f"latency-{producers}"
+    proxy = Proxy(uri)
+    try:
+        with storage.open_namespace(uri) as ns:
+            ns.create_log(log)
+        print(f"latency: {producers} producer(s) at {rate:,.0f} records/s ...", file=sys.stderr, flush=True)
+        cpu0 = process_cpu_s(proxy.proc.pid)
+        got = run_producers(uri, [log], producers, int(rate * seconds), rate=rate)
+        proxy_cpu = process_cpu_s(proxy.proc.pid) - cpu0  # includes the producers' warm-up writes: a few requests
+    finally:
+        proxy.stop()
+    requests = max(1.0, sum(g["requests"] for g in got))
+    wall = max(g["end"] for g in got) - min(g["start"] for g in got)
+    return Paced(
+        producers,
+        rate,
+        [x for g in got for x in g["latencies"]],
+        requests / wall,
+        sum(g["records"] for g in got) / requests,
+        sum(g["cpu"] for g in got) / requests * 1000,
+        proxy_cpu / requests * 1000,
+    )
+
+
+class Acks:
+    """A run's outcomes, counted by the futures' callbacks; with ``stamp``, each acknowledgement's latency from
+    ``sent``. The futures themselves are not kept: holding hundreds of thousands of them would make Python's cyclic
+    garbage collector stop the process for tens of milliseconds now and then, a pause of the benchmark, not of the
+    writer it measures (an application keeps a future until it is done, not for the whole run)."""
+
+    def __init__(self, expected: int, stamp: bool) -> None:
+        # an array, not a list: the collector walks a list's items at every full collection (a pause that grows
+        # with the run)
+        self.latencies = array.array("d")
+        self.failures: list[BaseException] = []
+        self._stamp = stamp
+        self._left = expected
+        self._mu = threading.Lock()
+        self._all = threading.Event()
+        if expected == 0:
+            self._all.set()
+
+    def watch(self, fut: Future[storage.DLSN], sent: float) -> None:
+        fut.add_done_callback(functools.partial(self._done, sent))
+
+    def _done(self, sent: float, fut: Future[storage.DLSN]) -> None:
+        error = fut.exception()
+        with self._mu:
+            if error is not None:
+                self.failures.append(error)
+            elif self._stamp:
+                self.latencies.append(time.perf_counter() - sent)
+            self._left -= 1
+            if self._left == 0:
+                self._all.set()
+
+    def wait(self, timeout_s: float = 600.0) -> None:
+        """Until every watched future is done. Raises RuntimeError: one failed, or they did not end in time."""
+        if not self._all.wait(timeout_s):
+            raise RuntimeError(f"{self._left} writes still unanswered after {timeout_s:.0f}s")
+        if self.failures:
+            raise RuntimeError(f"{len(self.failures)} writes failed, the first with {self.failures[0]!r}")
 
 
 def producer_main(spec: str) -> int:
@@ -121,27 +208,23 @@ def producer_main(spec: str) -> int:
 
     args = json.loads(spec)
     n, rate = int(args["records"]), float(args["rate"])
-    lat: list[float] = []
     with ProxyClient(uri=args["uri"], timeout_s=120, **args["client"]) as client:
         client.write(args["stream"], PAYLOAD).result()  # connect, route, own: untimed
         time.sleep(max(0.0, args["go"] - time.time()))
-        t0 = time.time()
-        futures: list[Future[storage.DLSN]] = []
+        t0, cpu0 = time.time(), time.process_time()
+        pace = Throttle(rate, time.perf_counter()) if rate else None
+        acks = Acks(n, stamp=bool(rate))
         for i in range(n):
-            if rate:
-                delay = t0 + i / rate - time.time()
-                if delay > 0:
-                    time.sleep(delay)
+            if pace is not None:
+                pace.wait(i)
             sent = time.perf_counter()
-            fut = client.write(args["stream"], PAYLOAD)
-            if rate:
-                fut.add_done_callback(functools.partial(_stamp, lat, sent))
-            futures.append(fut)
+            acks.watch(client.write(args["stream"], PAYLOAD), sent)
         client.flush()
-        for f in futures:
-            f.result()
-        t1 = time.time()
-    print(json.dumps({"start": t0, "end": t1, "records": n, "latencies": lat if rate else []}))
+        acks.wait()
+        t1, cpu1 = time.time(), time.process_time()
+        requests = client.metrics.registry.get_sample_value("dl_proxy_client_requests_sent_total") or 0.0
+    summary = {"start": t0, "end": t1, "records": n, "cpu": cpu1 - cpu0, "requests": requests - 1}  # - the warm-up's
+    print(json.dumps({**summary, "latencies": acks.latencies.tolist()}))
     return 0
 
 
@@ -149,7 +232,6 @@ def producer_main(spec: str) -> int:
 def direct(uri: str, log: str, records: int, rate: float = 0.0) -> tuple[float, list[float]]:
     """One AsyncLogWriter (64 KiB buffer): records/s unpaced (one flush at the end), or the ack latencies paced at
     ``rate`` (the writer transmits every 2 ms by itself)."""
-    lat: list[float] = []
     # paced: transmit every 2 ms (periodicFlushFrequencyMilliSeconds/2), as the proxy client's 2 ms linger
     conf = writer_conf(periodicFlushFrequencyMilliSeconds=4) if rate else writer_conf()
     with storage.open_namespace(uri, conf) as ns:
@@ -160,25 +242,20 @@ def direct(uri: str, log: str, records: int, rate: float = 0.0) -> tuple[float, 
                 first = aw.write(storage.LogRecord(1, PAYLOAD))
                 aw.flush().result()  # no periodic flush: a buffered record goes out on flush (untimed warm-up)
                 first.result()
-                futures = []
+                acks = Acks(records, stamp=bool(rate))
                 t0 = time.perf_counter()
+                pace = Throttle(rate, t0) if rate else None
                 for i in range(records):
-                    if rate:
-                        delay = t0 + i / rate - time.perf_counter()
-                        if delay > 0:
-                            time.sleep(delay)
+                    if pace is not None:
+                        pace.wait(i)
                     sent = time.perf_counter()
-                    f = aw.write(storage.LogRecord(i + 2, PAYLOAD))
-                    if rate:
-                        f.add_done_callback(functools.partial(_stamp, lat, sent))
-                    futures.append(f)
+                    acks.watch(aw.write(storage.LogRecord(i + 2, PAYLOAD)), sent)
                 aw.flush().result()
-                for f in futures:
-                    f.result()
+                acks.wait()
                 elapsed = time.perf_counter() - t0
             finally:
                 aw.close()
-    return records / elapsed, lat
+    return records / elapsed, acks.latencies.tolist()
 
 
 # --- failover ------------------------------------------------------------------------------------------------------
@@ -211,9 +288,10 @@ def failover(uri: str, kills: int) -> list[float]:
             for _ in range(kills):
                 owner = client.owners.get("failover")
                 victim = next((p for p in proxies if p.address == owner), proxies[0])
-                killed = time.monotonic()
                 victim.proc.kill()
                 victim.proc.wait()
+                # from its death: an answer it sent just before can no longer be taken for one after the kill
+                killed = time.monotonic()
                 while True:
                     with mu:
                         after = [t for t in acks if t > killed]
@@ -282,22 +360,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for p in proxies:
                     p.stop()
         nats = nats_fanin(base / "nats", counts, args.records, args.reps, args.nats_window)
-        # latency at half the maximum rate: 4 producers through 1 proxy vs the direct writer
-        max4 = next((rate for np_, pr, rate in rows if np_ == 1 and pr == 4), rows[0][2])
+        # latency at half the maximum rate: the direct writer, then 1 and 4 producers through 1 proxy, each at half
+        # its own maximum
         half_direct = median(direct_rates) / 2
         n_direct = int(half_direct * args.latency_seconds)
         _, direct_lat = direct(uri, "direct-latency", n_direct, rate=half_direct)
-        proxy = Proxy(uri)
-        try:
-            with storage.open_namespace(uri) as ns:
-                ns.create_log("latency")
-            got = run_producers(uri, ["latency"], 4, int(max4 / 2 * args.latency_seconds), rate=max4 / 2)
-        finally:
-            proxy.stop()
-        proxy_lat = [x for g in got for x in g["latencies"]]
+        paced = []
+        for producers in LATENCY_PRODUCERS:
+            top = next((rate for np_, pr, rate in rows if np_ == 1 and pr == producers), None)
+            if top is not None:
+                paced.append(paced_through_proxy(uri, producers, top / 2, args.latency_seconds))
         print("failover ...", file=sys.stderr, flush=True)
         gaps = failover(uri, args.kills) if args.kills else []
-        print(render(args, median(direct_rates), rows, (half_direct, direct_lat), (max4 / 2, proxy_lat), gaps,
+        print(render(args, median(direct_rates), rows, (half_direct, direct_lat), paced, gaps,
                      time.perf_counter() - started, nats))  # fmt: skip
         return 0
     finally:
@@ -310,7 +385,7 @@ def render(
     direct_rate: float,
     rows: list[tuple[int, int, float]],
     direct_lat: tuple[float, list[float]],
-    proxy_lat: tuple[float, list[float]],
+    paced: list[Paced],
     gaps: list[float],
     seconds: float,
     nats: tuple[list[tuple[bool, str, int, float]], list[str]],
@@ -345,20 +420,27 @@ def render(
                      f"| {fmt_rate(rate)} | {rate / direct_rate:.2f} | - | - | - |")  # fmt: skip
     lines += [f"\n{note}." for note in nats_notes]
     d_rate, d_lat = direct_lat
-    p_rate, p_lat = proxy_lat
-    if d_lat and p_lat:
-        d99, p99 = percentile(d_lat, 0.99) * 1000, percentile(p_lat, 0.99) * 1000
-        p50 = percentile(p_lat, 0.5) * 1000
+    if d_lat and paced:
+        d99 = percentile(d_lat, 0.99) * 1000
         lines += [
             "",
-            "| ack latency at half the maximum rate | rate | p50 | p99 | p99 ÷ direct | target | met |",
-            "|---|---|---|---|---|---|---|",
-            f"| direct writer | {d_rate:,.0f}/s | {percentile(d_lat, 0.5) * 1000:.1f} ms | {d99:.1f} ms "
-            "| 1.00 | - | - |",
-            f"| 4 producers → 1 proxy | {p_rate:,.0f}/s | {p50:.1f} ms | {p99:.1f} ms | {p99 / d99:.2f} "
-            f"| p50 <= {TARGET_P50_MS:g} ms, p99 ÷ direct <= {TARGET_P99_RATIO:g} "
-            f"| {yes_no(p50 <= TARGET_P50_MS and p99 / d99 <= TARGET_P99_RATIO)} |",
+            "| ack latency at half the maximum rate | rate | p50 | p99 | p99 ÷ direct | requests/s | records per "
+            "request | CPU per request: producers / proxy | target | met |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| direct writer (1 process) | {d_rate:,.0f}/s | {percentile(d_lat, 0.5) * 1000:.1f} ms | {d99:.1f} ms "
+            "| 1.00 | - | - | - | - | - |",
         ]
+        for run in paced:
+            if not run.latencies:
+                continue
+            p50, p99 = percentile(run.latencies, 0.5) * 1000, percentile(run.latencies, 0.99) * 1000
+            met = yes_no(p50 <= TARGET_P50_MS and p99 / d99 <= TARGET_P99_RATIO)
+            lines.append(
+                f"| {run.producers} producer(s) → 1 proxy | {run.rate:,.0f}/s | {p50:.1f} ms | {p99:.1f} ms "
+                f"| {p99 / d99:.2f} | {run.requests_per_s:,.0f} | {run.records_per_request:.0f} "
+                f"| {run.producer_cpu_per_request_ms:.2f} / {run.proxy_cpu_per_request_ms:.2f} ms "
+                f"| p50 <= {TARGET_P50_MS:g} ms, p99 ÷ direct <= {TARGET_P99_RATIO:g} | {met} |"
+            )
     if gaps:
         bound = SESSION_TIMEOUT_S + 1.0
         ok = median(gaps) <= bound and max(gaps) <= bound

@@ -69,8 +69,6 @@ class Batch:
     deadline: float  # created + timeout_s: its futures fail then (outcome unknown)
     payloads: list[bytes] = field(default_factory=list)
     futures: list[Future[DLSN]] = field(default_factory=list)
-    #: the futures written into this batch while open (its deadline's; merges and splits move ``futures`` only)
-    written: list[Future[DLSN]] = field(default_factory=list)
     nbytes: int = 0
     state: BatchState = BatchState.OPEN
     producer_id: str = ""
@@ -170,6 +168,7 @@ class StreamState:
     fenced: DLError | None = None
     confirmed: str = ""  # the proxy that answered the last success: only it gets several requests at once
     slow_logged: float = 0.0  # time.monotonic() of the last 'waiting' log line
+    watch_armed: bool = False  # its delivery-timeout and slow-log timer is armed (the client's loop thread only)
     pending_bytes: int = 0  # bytes of this stream's open and unanswered batches
 
     @property

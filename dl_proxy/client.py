@@ -85,6 +85,8 @@ MULTI_MAX_BYTES = 4 * 1024 * 1024
 RECORD_SET_OVERHEAD = 4
 #: A wait longer than this logs what it waits for.
 LOG_WAIT_S = 1.0
+#: How often a stream's oldest waiting batch is logged again while it waits.
+SLOW_REPEAT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -321,7 +323,6 @@ class ProxyClient(AnswerHandling):
                 fut: Future[DLSN] = new()
                 b.payloads.append(p)
                 b.futures.append(fut)
-                b.written.append(fut)
                 b.nbytes += n
                 futures.append(fut)
             self._pending_bytes += need
@@ -539,8 +540,10 @@ class ProxyClient(AnswerHandling):
                 self._loop.call_soon(self._linger_over, st, b)
             else:
                 self._loop.call_at(b.created + self._linger_s, self._linger_over, st, b)
-            self._loop.call_at(b.deadline, self._expire, st.name, b.written)
-            self._loop.call_at(b.created + LOG_WAIT_S, self._log_slow, st, b)
+        if arm and not st.watch_armed:
+            first = arm[0]
+            st.watch_armed = True
+            self._loop.call_at(min(first.deadline, first.created + LOG_WAIT_S), self._watch, st)
         if sealed:
             self._pump(st)
 
@@ -657,9 +660,9 @@ class ProxyClient(AnswerHandling):
         while True:
             if i + 1 < len(st.unacked):
                 nxt = st.unacked[i + 1]
-                if nxt.state is not BatchState.WAITING or nxt.producer_id != b.producer_id:
+                if nxt.state is not BatchState.WAITING or nxt.producer_id != b.producer_id or nxt.abandoned:
                     return
-            elif st.open is not None:
+            elif st.open is not None and not st.open.abandoned:
                 nxt = st.open
             else:
                 return
@@ -833,36 +836,55 @@ class ProxyClient(AnswerHandling):
         for st, _, _, _ in sends:
             self._pump(st)
 
-    def _expire(self, stream: str, futures: list[Future[DLSN]]) -> None:
-        """The delivery timeout of the records written together with ``futures``: fail those not yet answered and
-        abandon their batches (the client stops sending them; the stream then starts a new epoch)."""
-        late = [f for f in futures if not f.done()]
-        if not late:
-            return
-        late_ids = {id(f) for f in late}
+    def _watch(self, st: StreamState) -> None:
+        """The stream's one timer, armed while it has unanswered records (it holds the stream, never a batch: a
+        timer per batch would keep every batch's futures alive until its delivery timeout, hundreds of thousands
+        of them for a busy producer): fail what passed its delivery timeout, log the oldest batch still waited
+        for once it has waited a second (and every few seconds after), then arm itself for the next of these."""
+        st.watch_armed = False
+        now = time.monotonic()
+        self._expire_due(st, now)
+        with self._mu:
+            waiting = [b for b in [*st.unacked, *([st.open] if st.open is not None else [])] if b.waited_for]
+            if not waiting or self._closed:
+                return
+            head = waiting[0]
+            due = min(b.deadline for b in waiting)
+            if now - head.created >= LOG_WAIT_S and now - st.slow_logged >= SLOW_REPEAT_S:
+                self._log_slow(st, head, now)
+            if now - head.created < LOG_WAIT_S:
+                due = min(due, head.created + LOG_WAIT_S)
+            else:
+                due = min(due, st.slow_logged + SLOW_REPEAT_S)
+        st.watch_armed = True
+        self._loop.call_at(max(due, now), self._watch, st)
+
+    def _expire_due(self, st: StreamState, now: float) -> None:
+        """The delivery timeout: fail the records of ``st``'s batches whose deadline passed and abandon those
+        batches (the client stops sending them; the stream then starts a new epoch)."""
         errors: list[tuple[Future[DLSN], DLError]] = []
         with self._mu:
-            st = self._streams.get(stream)
-            batches = [] if st is None else [b for b in st.unacked if any(id(f) in late_ids for f in b.futures)]
-            for b in batches:
+            for b in st.unacked:
+                if b.deadline > now or b.abandoned or not b.waited_for:
+                    continue
                 b.abandoned = True
-                err = self._timeout_error(stream, b)
+                err = self._timeout_error(st.name, b)
                 errors += [(f, err) for f in b.futures]
-                if st is not None and b.state is not BatchState.IN_FLIGHT:
+                if b.state is not BatchState.IN_FLIGHT:
                     st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
-            if st is not None and st.open is not None and any(id(f) in late_ids for f in st.open.futures):
-                errors += [(f, self._timeout_error(stream, st.open)) for f in st.open.futures]
+            opened = st.open
+            if opened is not None and opened.deadline <= now and opened.waited_for:
+                # never sent (it lingers longer than the delivery timeout): abandoned, it never will be
+                opened.abandoned = True
+                err = self._timeout_error(st.name, opened)
+                errors += [(f, err) for f in opened.futures]
+                st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
         for f, err in errors:
             if not f.done():
                 f.set_exception(err)
-        for f in late:
-            if not f.done():  # in no batch any more (answered meanwhile, racing this timer)
-                f.set_exception(WriteTimeoutError(f"not acknowledged within {self.timeout_s}s (stream {stream!r})"))
         if errors:
             log.warning("%s", errors[0][1])
-        st2 = self._streams.get(stream)
-        if st2 is not None:
-            self._pump(st2)
+            self._pump(st)
 
     def _timeout_error(self, stream: str, b: Batch) -> DLError:
         """The error of ``b``'s futures at its delivery timeout: outcome unknown if an attempt may have stored it;
@@ -884,17 +906,10 @@ class ProxyClient(AnswerHandling):
             outcome_unknown=False,
         )
 
-    def _log_slow(self, st: StreamState, b: Batch) -> None:
-        """A batch unanswered for a second: log it, then again every few seconds while it waits. One line per
-        second for the whole client: with thousands of streams waiting (a proxy failing over, the first writes of
-        every stream), the line names the oldest of them and counts the others."""
-        if not b.waited_for:
-            return
-        now = time.monotonic()
-        head = st.unacked[0] if st.unacked else b
-        self._loop.call_at(now + 5 * LOG_WAIT_S, self._log_slow, st, b)
-        if now - st.slow_logged < LOG_WAIT_S:
-            return
+    def _log_slow(self, st: StreamState, head: Batch, now: float) -> None:
+        """Log the stream's oldest batch still waited for (caller holds the lock). One line per second for the whole
+        client: with thousands of streams waiting (a proxy failing over, the first writes of every stream), the
+        line names the oldest of them and counts the others."""
         st.slow_logged = now
         if now - self._slow_logged < LOG_WAIT_S:
             self._slow_others += 1

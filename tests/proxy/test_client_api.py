@@ -5,6 +5,7 @@ block the others. One real proxy process."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import threading
 
@@ -14,6 +15,7 @@ import storage
 from dl_proxy import ProxyClient
 from dl_proxy.aio import AsyncProxyClient
 from storage import errors
+from storage.common.futures import WriteFuture
 from tests.proxy.conftest import StartProxy
 from tests.proxy.test_client_proxies import read_all
 
@@ -52,6 +54,25 @@ def test_callbacks_flush_close_and_metrics(proxy: tuple[str, str]) -> None:
     assert "dl_proxy_client_records_acked_total 23.0" in text
     assert "dl_proxy_client_requests_sent_total" in text and "dl_proxy_client_ack_latency_seconds_count" in text
     assert [r.payload for r in read_all(uri, "api")] == [*(b"r%d" % i for i in range(20)), b"x", b"y", b"cb"]
+
+
+def test_answered_records_are_not_kept(proxy: tuple[str, str]) -> None:
+    """Once answered, a record's future and payload belong to the caller alone: the client keeps nothing of them
+    until the delivery timeout (a busy producer would otherwise hold rate x timeout_s futures, hundreds of
+    thousands, and its memory and collector pauses would grow with them)."""
+    _uri, a = proxy
+    with ProxyClient(proxies=[a], create_if_missing=True, timeout_s=600) as client:
+        client.write("kept", b"warm").result(timeout=60)
+        chunk = b"k" * 512
+        for _ in range(20):
+            client.write_bulk("kept", [chunk] * 50)
+            client.flush(timeout=60)
+        gc.collect()
+        futures = sum(1 for o in gc.get_objects() if isinstance(o, WriteFuture))
+        payloads = sum(1 for o in gc.get_referrers(chunk) if isinstance(o, list))
+        assert client.metrics.registry.get_sample_value("dl_proxy_client_records_acked_total") == 1001
+    assert futures < 50, f"{futures} futures of answered records are still referenced"
+    assert payloads == 0, f"{payloads} lists of answered payloads are still referenced"
 
 
 def test_close_from_a_callback(proxy: tuple[str, str]) -> None:
