@@ -30,6 +30,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 from dl_proxy.dedup import NO_PRODUCER, DedupTable, Plan, Verdict
+from storage.common.conditions import LeanCondition, LeanEvent
 from storage.config import Config
 from storage.errors import (
     DLError,
@@ -84,9 +85,9 @@ class Stream:
         self._on_gone = on_gone
         self.state = State.INITIALIZING
         self.error: DLError | None = None
-        self._ready = threading.Event()
+        self._ready = LeanEvent()
         self._lock = threading.Lock()  # sequences writes (and the state changes that stop them)
-        self._sequenced = threading.Condition(self._lock)  # a producer's request was stored (or the stream stopped)
+        self._sequenced = LeanCondition(self._lock)  # a producer's request was stored (or the stream stopped)
         self._dlm: LogManager | None = None
         self._writer: AsyncLogWriter | None = None
         self.table = DedupTable(

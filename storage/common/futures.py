@@ -33,6 +33,8 @@ from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any
 
+from storage.common.conditions import LeanCondition
+
 
 class WriteFuture(Future[Any]):
     """A future sharing its condition with its siblings (see the module docstring)."""
@@ -99,7 +101,7 @@ class FutureGroup:
     __slots__ = ("_cond", "_on_settled")
 
     def __init__(self, on_settled: Callable[[int], None] | None = None) -> None:
-        self._cond = threading.Condition()
+        self._cond = LeanCondition()
         self._on_settled = on_settled
 
     def new(self) -> WriteFuture:

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from storage.common.conditions import LeanCondition
 from storage.common.futures import FutureGroup
 from storage.common.stats import WriterStats
 from storage.errors import (
@@ -122,7 +123,7 @@ class SegmentWriter:
         # --- ack-side state (segment store commit thread) ---
         self._unacked: deque[_Packet] = deque()  # transmitted, not yet reported, oldest first
         self._ack_lock = threading.Lock()
-        self._acks_done = threading.Condition(self._ack_lock)
+        self._acks_done = LeanCondition(self._ack_lock)
         self._transmitted = 0  # entries handed to the ledger (written by the caller only)
         self._settled = 0  # entries whose ack (or failure) has been fully processed
         self.last_acked_user_dlsn = DLSN.INVALID

@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 
+from storage.common.conditions import LeanCondition, LeanEvent
 from storage.common.futures import OutstandingWrites
 from storage.common.stats import WriterStats, writer_stats
 from storage.config import Config
@@ -123,10 +124,10 @@ class AsyncLogWriter:
         self._purger = retention.TtlPurger(handler.meta, handler.segstore, conf)
         self._last_txid = handler.recover()
         self._stream_ended = self._last_txid == MAX_TXID  # sealed by an earlier writer
-        self._stop = threading.Event()
+        self._stop = LeanEvent()
         # enableImmediateFlush: a commit is wanted (set from the ack path, see _want_commit) and the thread
         # doing them, if one runs; both under _commit_cond, never under _lock.
-        self._commit_cond = threading.Condition(threading.Lock())
+        self._commit_cond = LeanCondition(threading.Lock())
         self._commit_wanted = False
         self._committer: threading.Thread | None = None
         self._flusher: threading.Thread | None = None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import ClassVar, cast
 
+from storage.common.conditions import LeanCondition
 from storage.common.futures import FutureGroup
 from storage.common.workers import WorkerPool
 from storage.errors import AlreadyClosedError, DLError, InvalidArgumentError, TransmitError, WriteCancelledError
@@ -136,7 +137,7 @@ class QueuedLedgerWriter(LedgerWriter):
     def __init__(self, ledger_id: int) -> None:
         self._futures = FutureGroup()  # cheap futures resolved a batch at a time
         self._ledger_id = ledger_id
-        self._cond = threading.Condition(threading.Lock())
+        self._cond = LeanCondition(threading.Lock())
         self._report_lock = threading.RLock()  # re-entrant: a listener may call abort()
         self._queue: list[tuple[int, bytes]] = []
         self._queue_futs: list[Future[int] | None] = []
