@@ -4,7 +4,8 @@ then writes until it is SIGKILLed, recording every write in the history (``tools
     python -m tests.crash.crash_child URI HISTORY_DIR CYCLE SEED ROTATION
 
 Prints ``{"event": "ready"}`` once the namespace and its writers are open (every log recovered), or
-``{"event": "recovery-failed", "error": ...}`` and exits 3 when opening failed. Two writers run side by side:
+``{"event": "recovery-failed", "error": ..., "retriable": ...}`` and exits 3 when opening failed (the harness opens
+again after a retriable error, as an application would). Two writers run side by side:
 a synchronous one (records written, then ``flush()``; each acknowledged when the flush returns) and an async one
 (each record acknowledged by its future). Logs rotate over ``ROTATION`` names, so that on ZooKeeper the lock of
 a killed writer has expired with its session before that log is written again. Some cycles create a log of
@@ -212,7 +213,9 @@ def main(uri: str, history_dir: str, cycle: int, seed: int, rotation: int) -> in
                 rec.owner(new)
                 sync_writes(rec, fresh, nw, f"c{cycle}-n", rng, limit=3)
     except BaseException as e:  # what a reopen after the crash met
-        emit(event="recovery-failed", error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-2000:])
+        retriable = bool(getattr(e, "retriable", False))
+        emit(event="recovery-failed", error=f"{type(e).__name__}: {e}", retriable=retriable,
+             trace=traceback.format_exc()[-2000:])  # fmt: skip
         return 3
     emit(event="ready")
     t = threading.Thread(

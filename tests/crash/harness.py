@@ -46,6 +46,7 @@ class CrashResult:
     faults: dict[str, int] = field(default_factory=dict)
     resumed: int = 0
     truncations: int = 0
+    recovery_retries: int = 0  # reopens after a retriable error (each then recovered)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +57,7 @@ class CrashResult:
         return (
             f"CRASH {label} points={self.points} torn={self.torn} acked={self.acked} "
             f"recovery_failures={self.recovery_failures}"
+            + (f" recovery_retries={self.recovery_retries}" if self.recovery_retries else "")
             + (f" truncations={self.truncations}" if self.truncations else "")
             + "".join(f" {k}={v}" for k, v in sorted(self.faults.items()))
             + (f" resumed_after_fault={self.resumed}" if self.faults else "")
@@ -67,6 +69,8 @@ class CrashResult:
 #: Writers start as forks of a process that imported them already (a fresh interpreter would spend most of a
 #: short cycle importing): the crash points per second double.
 _FORKS = multiprocessing.get_context("forkserver")
+#: Opens of one cycle's writers: a reopen follows a retriable error (a connection lost), as in an application.
+RECOVERY_ATTEMPTS = 3
 _FORKS.set_forkserver_preload(["storage", "tests.crash.crash_child", "tests.crash.sink_child"])
 
 
@@ -189,21 +193,32 @@ def run_crashes(
     rng = random.Random(seed)
     rec = HistoryRecorder(history_dir, "nemesis")
     started = time.monotonic()
-    torn = failures = resumed = 0
+    torn = failures = resumed = retried = 0
     faults: Counter[str] = Counter()
     first_failure = ""
     stderr_path = history_dir / "writers.stderr"  # the writers' warnings (a segment in error...)
     for cycle in range(cycles):
         child_seed = str(rng.randrange(2**31))
-        child = (
-            _Child("tests.crash.sink_child", [uri, str(cycle), child_seed], stderr_path)
-            if sink
-            else _Child(
-                "tests.crash.crash_child", [uri, str(history_dir), str(cycle), child_seed, str(rotation)], stderr_path
-            )
-        )
+
+        def _child(cycle: int = cycle, child_seed: str = child_seed) -> _Child:
+            if sink:
+                return _Child("tests.crash.sink_child", [uri, str(cycle), child_seed], stderr_path)
+            argv = [uri, str(history_dir), str(cycle), child_seed, str(rotation)]
+            return _Child("tests.crash.crash_child", argv, stderr_path)
+
+        child = _child()
         try:
             ev = child.first_event()
+            for _ in range(RECOVERY_ATTEMPTS - 1):
+                if ev.get("event") == "ready" or not ev.get("retriable"):
+                    break
+                # a transient error (a ZooKeeper connection lost under load): the application opens again, as
+                # the error's `retriable` tells it it may; a failure that persists still counts
+                retried += 1
+                say(f"cycle {cycle}: opening again after a retriable error: {ev.get('error')}")
+                child.kill()
+                child = _child()
+                ev = child.first_event()
             if ev.get("event") != "ready":
                 failures += 1
                 if not first_failure:
@@ -246,7 +261,7 @@ def run_crashes(
     acked = sum(1 for op in history.ops if op.outcome == "ok")
     return CrashResult(
         cycles, torn, failures, first_failure, report_.line(), report_.ok, acked, time.monotonic() - started,
-        dict(faults), resumed, sum(1 for e in history.events if e.ev == "truncated"),
+        dict(faults), resumed, sum(1 for e in history.events if e.ev == "truncated"), retried,
     )  # fmt: skip
 
 

@@ -39,7 +39,9 @@ def main(uri: str, cycle: int, seed: int) -> int:
         total = ns.open_log(INPUT).record_count()
         commit = read_commit(ns, OUTPUT)
     except BaseException as e:
-        emit(event="recovery-failed", error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-2000:])
+        retriable = bool(getattr(e, "retriable", False))
+        emit(event="recovery-failed", error=f"{type(e).__name__}: {e}", retriable=retriable,
+             trace=traceback.format_exc()[-2000:])  # fmt: skip
         return 3
     emit(event="ready")
     batch = int(commit["batchId"]) + 1 if commit else 0
