@@ -1,6 +1,7 @@
 """Machine crashes, full disks and failing disks (tests/crash/harness.py): writers acknowledging under load on a file
 system that forgets what was not fsynced (tools/crashfs.py), crashed at seeded moments, reopened by a fresh process
-each time. Every acknowledged record is there exactly once and in order, nothing else is, and every reopen recovers.
+each time. Every acknowledged record is there exactly once and in order, nothing else is, and every reopen recovers
+(after a retriable error, such as a ZooKeeper connection lost under load, it opens again, as an application would).
 
 CI runs about 200 crash points over both metadata stores (the embedded SQLite file on the crashing disk; ZooKeeper on
 machines of its own, the segments on the crashing disk), some of them after the disk filled up or failed and
