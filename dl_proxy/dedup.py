@@ -64,7 +64,7 @@ import enum
 import json
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -118,7 +118,7 @@ class Producer:
     instance: str
     last: int = -1
     last_ms: int = 0
-    requests: deque[Request] = field(default_factory=deque)
+    requests: list[Request] = field(default_factory=list)  # the latest ``window``, oldest first
     past: list[tuple[int, int]] = field(default_factory=list)  # (epoch, last) of earlier epochs, oldest first
 
 
@@ -357,8 +357,8 @@ class DedupTable:
         st.last = max(st.last, first + count - 1)
         st.last_ms = max(st.last_ms, now_ms)
         st.requests.append(Request(first, count, crc, dlsn))
-        while len(st.requests) > self.window:
-            st.requests.popleft()
+        if len(st.requests) > self.window:
+            del st.requests[: len(st.requests) - self.window]
 
     # --- rebuild -----------------------------------------------------------------------------------
     def rebuild(self, dlm: LogManager) -> int:
