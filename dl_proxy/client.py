@@ -874,10 +874,12 @@ class ProxyClient(AnswerHandling):
                     st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
             opened = st.open
             if opened is not None and opened.deadline <= now and opened.waited_for:
-                # never sent (it lingers longer than the delivery timeout): abandoned, it never will be
+                # never sent (it lingers longer than the delivery timeout): abandoned, it never will be; sealed now,
+                # so the new epoch drops it with the others and numbers what follows without a gap
                 opened.abandoned = True
                 err = self._timeout_error(st.name, opened)
                 errors += [(f, err) for f in opened.futures]
+                st.seal_open()
                 st.reinit_pending = st.reinit_pending or "a batch passed its delivery timeout"
         for f, err in errors:
             if not f.done():
@@ -889,7 +891,7 @@ class ProxyClient(AnswerHandling):
     def _timeout_error(self, stream: str, b: Batch) -> DLError:
         """The error of ``b``'s futures at its delivery timeout: outcome unknown if an attempt may have stored it;
         else definitive, and "no write proxy reachable" when no proxy ever answered."""
-        if b.maybe_stored:
+        if b.maybe_stored or b.state is BatchState.IN_FLIGHT:  # a request on its way may still be served
             return WriteTimeoutError(
                 f"{len(b)} records of stream {stream!r} not acknowledged within {self.timeout_s}s; their outcome is "
                 f"unknown (they may be stored, once; the client no longer sends them): {b.describe()}"

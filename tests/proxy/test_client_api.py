@@ -8,6 +8,7 @@ import asyncio
 import gc
 import signal
 import threading
+import time
 
 import pytest
 
@@ -73,6 +74,38 @@ def test_answered_records_are_not_kept(proxy: tuple[str, str]) -> None:
         assert client.metrics.registry.get_sample_value("dl_proxy_client_records_acked_total") == 1001
     assert futures < 50, f"{futures} futures of answered records are still referenced"
     assert payloads == 0, f"{payloads} lists of answered payloads are still referenced"
+
+
+def test_a_batch_still_lingering_at_its_delivery_timeout_is_never_sent(
+    zk_local_uri: str, proxy_process: StartProxy
+) -> None:
+    """A batch that lingers past its delivery timeout (linger longer than the timeout, behind a request the frozen
+    proxy does not answer) fails definitively and is never sent; the stream goes on in a new epoch."""
+    frozen, a = proxy_process(zk_local_uri)
+    with storage.open_namespace(zk_local_uri) as ns:
+        ns.create_log("linger")
+    with ProxyClient(proxies=[a], timeout_s=1.0, linger_s=30.0) as client:
+        client.write("linger", b"warm").result(timeout=60)
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            in_flight = client.write("linger", b"in flight")  # sent at once (nothing in flight): no answer
+            time.sleep(0.1)
+            lingering = client.write("linger", b"lingering")  # waits behind it, for the 30 s linger
+            with pytest.raises(errors.DLError) as never_sent:
+                lingering.result(timeout=30)
+            with pytest.raises(errors.DLError) as unknown:
+                in_flight.result(timeout=30)
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        assert not never_sent.value.outcome_unknown, never_sent.value
+        assert unknown.value.outcome_unknown, unknown.value
+        client.timeout_s = 60
+        after = client.write("linger", b"after")
+        client.flush(timeout=60)  # not the 30 s linger
+        assert after.result(timeout=0) is not None
+    payloads = [r.payload for r in read_all(zk_local_uri, "linger")]
+    assert b"lingering" not in payloads and payloads[0] == b"warm" and payloads[-1] == b"after"
+    assert payloads.count(b"in flight") <= 1
 
 
 def test_close_from_a_callback(proxy: tuple[str, str]) -> None:
