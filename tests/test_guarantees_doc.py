@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "guarantees.md"
 
 #: How many distinct tests the page cites; an emptied or truncated page falls below it.
-MIN_CITED = 170
+MIN_CITED = 171
 
 #: ``tests/<path>.py::name`` or ``tests/<path>.py::Class::name``.
 REFERENCE = re.compile(r"\b(tests/[\w/.-]+?\.py)::(\w+(?:::\w+)?)")
